@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds a thread-safe (ZTS) PHP 8.2 with the embed SAPI from Debian's php8.2 source
+# package, once, into a cache outside the clone, and prints the path of its php-config.
+#
+#   PHP_CONFIG=/path/to/php-config scripts/build-php.sh   checks a build of your own instead
+#   PHP_WORKER_CACHE=/somewhere scripts/build-php.sh       cache root (default ~/.cache/php_worker)
+#
+# The cache directory is named after the PHP version and a hash of the configure flags and
+# of recipe_version, so changing the flags (or bumping recipe_version when the build steps
+# change) builds a new PHP next to the old one.
+# Progress goes to stderr; stdout carries only the php-config path.
+set -euo pipefail
+
+log() { echo "build-php: $*" >&2; }
+
+# The directory holding libphp.so (the embed SAPI), or nothing.
+php_lib_dir() {
+	local prefix d
+	prefix=$("$1" --prefix)
+	for d in "$prefix/lib" "$prefix/lib/php" "$prefix/lib64"; do
+		if [ -e "$d/libphp.so" ]; then echo "$d"; return; fi
+	done
+}
+
+# Refuses a PHP that php_worker cannot embed: it must be ZTS and have the embed SAPI.
+check_php() {
+	local config=$1
+	[ -x "$config" ] || { log "$config is not an executable php-config"; return 1; }
+	local inc
+	inc=$("$config" --include-dir)
+	if ! grep -q '^#define ZTS 1' "$inc/main/php_config.h"; then
+		log "$config belongs to a non-thread-safe (NTS) PHP. php_worker runs PHP on several"
+		log "threads and needs a ZTS build (configure --enable-zts --enable-embed)."
+		return 1
+	fi
+	if [ -z "$(php_lib_dir "$config")" ]; then
+		log "$config has no libphp.so next to it: PHP was built without the embed SAPI"
+		log "(configure --enable-embed)."
+		return 1
+	fi
+	if ! "$config" --version | grep -q '^8\.'; then
+		log "$config is PHP $("$config" --version); php_worker needs PHP 8.2 or newer."
+		return 1
+	fi
+}
+
+if [ -n "${PHP_CONFIG:-}" ]; then
+	check_php "$PHP_CONFIG" || exit 1
+	echo "$PHP_CONFIG"
+	exit 0
+fi
+
+configure_flags=(
+	--enable-zts --enable-embed=shared --disable-zend-signals --enable-zend-max-execution-timers
+	--enable-opcache --enable-cli --disable-cgi --disable-phpdbg
+	--enable-ctype --enable-filter --enable-tokenizer --enable-session --enable-mbstring
+	--with-iconv --enable-fileinfo
+	--enable-pdo --with-pdo-sqlite --with-pdo-pgsql --with-pdo-mysql=mysqlnd
+	--with-sqlite3 --with-mysqli=mysqlnd
+	--with-openssl --with-curl --with-zlib
+	--enable-xml --enable-dom --enable-simplexml --enable-xmlreader --enable-xmlwriter
+	--enable-bcmath --enable-intl --with-sodium --enable-pcntl --enable-posix --enable-phar
+	--with-zip --with-password-argon2
+)
+
+cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
+recipe_version=1
+build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
+
+# Newest source version first; the newest listed can 404, so we fall back in order.
+mapfile -t versions < <(apt-cache showsrc php8.2 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vr | uniq)
+[ ${#versions[@]} -gt 0 ] || { log "apt has no php8.2 source package; run scripts/install-deps.sh"; exit 1; }
+
+# Reuse any complete cached build of a listed version with these flags.
+for v in "${versions[@]}"; do
+	upstream=${v%%-*}
+	prefix="$cache_root/php-$upstream-zts-$build_key"
+	if [ -f "$prefix/.complete" ]; then
+		check_php "$prefix/bin/php-config" || exit 1
+		echo "$prefix/bin/php-config"
+		exit 0
+	fi
+done
+
+mkdir -p "$cache_root/src"
+srcdir=
+for v in "${versions[@]}"; do
+	upstream=${v%%-*}
+	existing=$(find "$cache_root/src" -maxdepth 1 -type d -name "php8.2-$upstream" | head -n 1)
+	if [ -n "$existing" ] && [ -f "$existing/configure.ac" ]; then
+		srcdir=$existing
+		break
+	fi
+	log "fetching php8.2=$v source from apt"
+	if (cd "$cache_root/src" && apt-get source -qq "php8.2=$v" >&2); then
+		srcdir="$cache_root/src/php8.2-$upstream"
+		break
+	fi
+	log "php8.2=$v could not be fetched, trying the next version"
+done
+[ -n "$srcdir" ] && [ -d "$srcdir" ] || { log "no php8.2 source version could be fetched"; exit 1; }
+
+upstream=$(basename "$srcdir"); upstream=${upstream#php8.2-}
+prefix="$cache_root/php-$upstream-zts-$build_key"
+build="$cache_root/build-$upstream-$build_key"
+log "building PHP $upstream (ZTS, embed) into $prefix; this takes several minutes"
+
+rm -rf "$build" "$prefix"
+cp -a "$srcdir" "$build"
+cd "$build"
+# Debian's tree ships a configure generated for its own packaging; regenerate to be sure.
+./buildconf --force >/dev/null 2>&1 || true
+./configure --prefix="$prefix" \
+	--with-config-file-path="$prefix/etc" --with-config-file-scan-dir="$prefix/etc/conf.d" \
+	"${configure_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
+make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+make install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
+# PHP installs libphp.so into lib/php; link it where -L$prefix/lib finds it.
+[ -e "$prefix/lib/libphp.so" ] || ln -s php/libphp.so "$prefix/lib/libphp.so"
+mkdir -p "$prefix/etc/conf.d"
+cp php.ini-production "$prefix/etc/php.ini-production"
+echo "zend_extension=opcache.so" >"$prefix/etc/conf.d/10-opcache.ini"
+check_php "$prefix/bin/php-config"
+touch "$prefix/.complete"
+cd /
+rm -rf "$build"
+log "done"
+echo "$prefix/bin/php-config"
