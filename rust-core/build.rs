@@ -1,0 +1,34 @@
+//! Compiles the C shim (csrc/) against the PHP headers and tells rustc where libphp is.
+//!
+//! PHP is found through `PHP_CONFIG` (a php-config path), as for ext-php-rs; xcaddy.sh and
+//! tests/run.sh set it to the cached ZTS build from scripts/build-php.sh.
+
+use std::env;
+use std::process::Command;
+
+fn php_config(arg: &str) -> String {
+    let bin = env::var("PHP_CONFIG").unwrap_or_else(|_| "php-config".to_owned());
+    let out = Command::new(&bin)
+        .arg(arg)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin} {arg}: {e}; set PHP_CONFIG (see scripts/build-php.sh)"));
+    assert!(out.status.success(), "{bin} {arg} failed");
+    String::from_utf8(out.stdout).expect("php-config prints UTF-8").trim().to_owned()
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=PHP_CONFIG");
+    println!("cargo:rerun-if-changed=csrc/shim.c");
+    println!("cargo:rerun-if-changed=csrc/shim.h");
+
+    let mut build = cc::Build::new();
+    build.file("csrc/shim.c").warnings(true).extra_warnings(true).flag("-Wno-unused-parameter");
+    for include in php_config("--includes").split_whitespace() {
+        build.flag(include);
+    }
+    build.compile("php_worker_shim");
+
+    println!("cargo:rustc-env=PHP_WORKER_PHP_VERSION={}", php_config("--version"));
+    let prefix = php_config("--prefix");
+    println!("cargo:rustc-link-search=native={prefix}/lib");
+}

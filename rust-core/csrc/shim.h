@@ -1,0 +1,77 @@
+/*
+ * The C half of rust-core: the SAPI module and every PHP call that can bail out.
+ *
+ * PHP reports fatal errors, exit() and timeouts with a longjmp ("bailout"). A longjmp
+ * must never cross a Rust frame that owns a destructor, nor any Go frame, so every PHP
+ * entry point that can bail out is called from here, inside zend_try. Rust calls the
+ * pw_shim_* functions below; PHP calls the SAPI callbacks in shim.c, which forward to
+ * the pw_rs_* hooks implemented in Rust (src/sapi.rs). The hooks never call PHP.
+ *
+ * Threads: pw_shim_engine_* run on the engine's main PHP thread; everything else runs
+ * on a PHP thread that called pw_shim_thread_init.
+ */
+#ifndef PHP_WORKER_SHIM_H
+#define PHP_WORKER_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One request as PHP needs it. Every string is NUL-terminated, owned by Rust and valid
+ * until pw_shim_run_script returns. */
+typedef struct pw_shim_request {
+	void *ctx; /* the Rust request context, stored in SG(server_context); never NULL */
+	const char *method;
+	char *request_uri;
+	char *query_string;
+	const char *content_type;  /* NULL when the request has none */
+	char *path_translated;
+	const char *script_filename;
+	const char *authorization; /* NULL when the request has none */
+	int64_t content_length;    /* -1 when unknown (chunked) */
+	int proto_num;             /* 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2 */
+} pw_shim_request;
+
+/* The variables of one request for $_SERVER, in registration order (later wins):
+ * each pair is two (offset, length) spans into block, whose strings are NUL-terminated. */
+typedef struct pw_shim_vars {
+	const char *block;
+	const uint32_t *spans;
+	size_t pairs;
+} pw_shim_vars;
+
+typedef enum pw_run_result {
+	PW_RUN_OK = 0,             /* the script ran; it may have failed the PHP way */
+	PW_RUN_STARTUP_FAILED = 1, /* php_request_startup failed; the script did not run */
+	PW_RUN_UNHEALTHY = 2,      /* a bailout escaped PHP's own handlers: retire this thread */
+} pw_run_result;
+
+/* Starts TSRM, the SAPI and the modules. Returns 0 on success. ini_entries ("key=value\n"
+ * lines) must stay valid until pw_shim_engine_shutdown. additional_module is the
+ * ext-php-rs module entry with php_worker's PHP functions. */
+int pw_shim_engine_startup(const char *ini_entries, void *additional_module);
+void pw_shim_engine_shutdown(void);
+
+/* Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
+ * SIGPIPE; see os/signal) and names it for ps/top. Pair with pw_shim_thread_shutdown. */
+void pw_shim_thread_init(const char *name);
+void pw_shim_thread_shutdown(void);
+
+/* Runs one classic request: request startup, the script, request shutdown. *fatal is set
+ * when the script ended on a fatal error or an uncaught exception. */
+pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal);
+
+/* Hooks implemented in Rust (src/sapi.rs). ctx is the pw_shim_request.ctx of the request
+ * running on the calling thread, or NULL outside a request. None of them calls PHP. */
+size_t pw_rs_ub_write(void *ctx, const char *str, size_t len, bool *aborted);
+bool pw_rs_flush(void *ctx);
+void pw_rs_header(void *ctx, const char *line, size_t len);
+void pw_rs_headers_done(void *ctx, int status);
+size_t pw_rs_read_post(void *ctx, char *buf, size_t len);
+char *pw_rs_read_cookies(void *ctx);
+void pw_rs_server_vars(void *ctx, pw_shim_vars *process_env, pw_shim_vars *request);
+char *pw_rs_getenv(void *ctx, const char *name, size_t len);
+int pw_rs_proto_num(void *ctx);
+void pw_rs_log(void *ctx, const char *message, int syslog_level);
+
+#endif

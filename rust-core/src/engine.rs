@@ -1,0 +1,470 @@
+//! The PHP engine: one per process. It owns the main PHP thread (TSRM, SAPI and module
+//! startup and shutdown), the pools of PHP threads and their request queues.
+
+use std::ffi::{CString, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::host::{Host, Level};
+use crate::request::Request;
+use crate::shim::{self, ShimVars};
+use crate::thread;
+
+/// Stack of every PHP thread: PHP 8.2 has no stack-overflow guard, so give deep
+/// recursion the room a main thread would have.
+const PHP_THREAD_STACK: usize = 8 * 1024 * 1024;
+
+/// True while an engine exists: PHP has a single SAPI per process.
+static ENGINE_ALIVE: AtomicBool = AtomicBool::new(false);
+
+/// What every PHP thread of an engine shares.
+pub struct Shared {
+    pub host: Host,
+    /// The process environment at engine start, the base of every `$_SERVER`.
+    pub process_env: VarBlock,
+}
+
+/// (name, value) string pairs in the layout the C shim registers: NUL-terminated
+/// strings in one block, four u32 (offset, length, offset, length) per pair.
+#[derive(Default)]
+pub struct VarBlock {
+    block: Vec<u8>,
+    spans: Vec<u32>,
+}
+
+impl VarBlock {
+    pub fn from_pairs<K: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (K, V)>) -> VarBlock {
+        let mut vars = VarBlock::default();
+        for (name, value) in pairs {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            if name.is_empty() || name.contains(&0) || value.contains(&0) {
+                continue;
+            }
+            for s in [name, value] {
+                vars.spans.push(vars.block.len() as u32);
+                vars.spans.push(s.len() as u32);
+                vars.block.extend_from_slice(s);
+                vars.block.push(0);
+            }
+        }
+        vars
+    }
+
+    pub fn from_process_env() -> VarBlock {
+        use std::os::unix::ffi::OsStrExt;
+        VarBlock::from_pairs(std::env::vars_os().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())))
+    }
+
+    pub fn as_shim(&self) -> ShimVars {
+        ShimVars { block: self.block.as_ptr().cast(), spans: self.spans.as_ptr(), pairs: self.spans.len() / 4 }
+    }
+}
+
+thread_local! {
+    /// The engine the current PHP thread belongs to, for hooks called outside a request.
+    static THREAD_SHARED: std::cell::RefCell<Option<Arc<Shared>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with the engine of the calling PHP thread, if it has one.
+pub fn with_thread_shared<T>(f: impl FnOnce(&Shared) -> T) -> Option<T> {
+    THREAD_SHARED.with(|s| s.borrow().as_deref().map(f))
+}
+
+pub fn set_thread_shared(shared: Option<Arc<Shared>>) {
+    THREAD_SHARED.with(|s| *s.borrow_mut() = shared);
+}
+
+/// A queue and the PHP threads that serve it.
+struct Pool {
+    jobs: RwLock<Option<Sender<Box<Request>>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Pool {
+    fn start(name: &str, threads: usize, capacity: usize, shared: &Arc<Shared>) -> Result<Pool> {
+        let (tx, rx) = crossbeam_channel::bounded::<Box<Request>>(capacity);
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (rx, shared) = (rx.clone(), shared.clone());
+            let thread_name = format!("{name}-{i}");
+            let handle = std::thread::Builder::new()
+                .name(thread_name.clone())
+                .stack_size(PHP_THREAD_STACK)
+                .spawn(move || thread::serve(&thread_name, &rx, &shared))
+                .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
+            handles.push(handle);
+        }
+        Ok(Pool { jobs: RwLock::new(Some(tx)), threads: Mutex::new(handles) })
+    }
+
+    fn submit(&self, request: Box<Request>) -> Result<()> {
+        let jobs = self.jobs.read().unwrap_or_else(|e| e.into_inner());
+        let Some(tx) = jobs.as_ref() else {
+            request.disown();
+            return Err(Error::Stopped);
+        };
+        tx.try_send(request).map_err(|e| {
+            let (TrySendError::Full(r) | TrySendError::Disconnected(r)) = &e;
+            r.disown();
+            match e {
+                TrySendError::Full(_) => Error::QueueFull,
+                TrySendError::Disconnected(_) => Error::Stopped,
+            }
+        })
+    }
+
+    /// Closes the queue, lets the threads finish what is queued, and waits for them.
+    fn drain(&self) {
+        self.jobs.write().unwrap_or_else(|e| e.into_inner()).take();
+        let handles = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+struct MainThread {
+    stop: mpsc::Sender<()>,
+    handle: JoinHandle<()>,
+}
+
+/// A running PHP engine.
+pub struct Engine {
+    shared: Arc<Shared>,
+    classic: Pool,
+    main: Mutex<Option<MainThread>>,
+    running: AtomicBool,
+}
+
+impl Engine {
+    /// Starts PHP: TSRM, SAPI and modules on a main thread of its own, then the pools.
+    /// Returns once every thread is ready for requests.
+    pub fn start(config: &Config, host: Host) -> Result<Engine> {
+        if ENGINE_ALIVE.swap(true, Ordering::AcqRel) {
+            return Err(Error::AlreadyRunning);
+        }
+        Engine::start_alive(config, host).inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))
+    }
+
+    fn start_alive(config: &Config, host: Host) -> Result<Engine> {
+        let shared = Arc::new(Shared { host, process_env: VarBlock::from_process_env() });
+        let ini = CString::new(config.ini_entries()?).map_err(|_| Error::Config("NUL in php_ini".into()))?;
+        let main = start_main_thread(ini, shared.clone())?;
+        let classic = match Pool::start("php", config.num_threads, config.queue_capacity, &shared) {
+            Ok(pool) => pool,
+            Err(e) => {
+                stop_main_thread(main);
+                return Err(e);
+            }
+        };
+        shared.host.log(
+            0,
+            Level::Info,
+            &format!("PHP {} started with {} threads", crate::PHP_VERSION, config.num_threads),
+        );
+        Ok(Engine { shared, classic, main: Mutex::new(Some(main)), running: AtomicBool::new(true) })
+    }
+
+    /// Queues a request. On error the request was not taken: the caller answers it.
+    pub fn submit(&self, request: Box<Request>) -> Result<()> {
+        if !self.running.load(Ordering::Acquire) {
+            request.disown();
+            return Err(Error::Stopped);
+        }
+        match request.pool() {
+            0 => self.classic.submit(request),
+            id => {
+                request.disown();
+                Err(Error::UnknownPool(id))
+            }
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops taking requests, finishes the queued and running ones, stops PHP. Blocks
+    /// until done; calling it again does nothing.
+    pub fn shutdown(&self) {
+        self.running.store(false, Ordering::Release);
+        self.classic.drain();
+        if let Some(main) = self.main.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            stop_main_thread(main);
+            self.shared.host.log(0, Level::Info, "PHP stopped");
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+        ENGINE_ALIVE.store(false, Ordering::Release);
+    }
+}
+
+fn start_main_thread(ini: CString, shared: Arc<Shared>) -> Result<MainThread> {
+    let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<(), String>>();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let handle = std::thread::Builder::new()
+        .name("php-main".into())
+        .stack_size(PHP_THREAD_STACK)
+        .spawn(move || {
+            block_sigpipe();
+            set_thread_shared(Some(shared));
+            let module = crate::functions::module_entry();
+            // SAFETY: first PHP call of this engine, on its main thread; `ini` lives until
+            // after pw_shim_engine_shutdown below.
+            let rc = unsafe { shim::pw_shim_engine_startup(ini.as_ptr(), module.cast::<c_void>()) };
+            if rc != 0 {
+                let _ = ready_tx.send(Err("php_module_startup failed (see the log above)".into()));
+                set_thread_shared(None);
+                return;
+            }
+            let _ = ready_tx.send(Ok(()));
+            let _ = stop_rx.recv();
+            // SAFETY: every PHP thread has been joined by Engine::shutdown.
+            unsafe { shim::pw_shim_engine_shutdown() };
+            set_thread_shared(None);
+            drop(ini);
+        })
+        .map_err(|e| Error::Startup(format!("cannot spawn the PHP main thread: {e}")))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(MainThread { stop: stop_tx, handle }),
+        Ok(Err(msg)) => {
+            let _ = handle.join();
+            Err(Error::Startup(msg))
+        }
+        Err(_) => {
+            let _ = handle.join();
+            Err(Error::Startup("the PHP main thread died during startup".into()))
+        }
+    }
+}
+
+fn stop_main_thread(main: MainThread) {
+    let _ = main.stop.send(());
+    let _ = main.handle.join();
+}
+
+/// Go handles SIGPIPE for the process; a SIGPIPE delivered to a non-Go thread with no
+/// handler kills it. PHP threads block it (see os/signal, "Go programs that use cgo").
+pub fn block_sigpipe() {
+    // SAFETY: plain libc calls on a local sigset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! A host for tests: records every callback, serves a fixed request body.
+    use super::*;
+    use crate::ffi::{Callbacks, Response};
+    use std::collections::HashMap;
+    use std::sync::{Condvar, LazyLock};
+
+    #[derive(Debug, Clone)]
+    pub struct Call {
+        pub handle: usize,
+        pub status: i32,
+        pub headers: Vec<(String, String)>,
+        pub body: Vec<u8>,
+        pub flags: u32,
+    }
+
+    #[derive(Default)]
+    pub struct Exchanges {
+        pub calls: Mutex<Vec<Call>>,
+        pub logs: Mutex<Vec<(usize, i32, String)>>,
+        pub bodies: Mutex<HashMap<usize, Vec<u8>>>,
+        pub done: Condvar,
+    }
+
+    pub static EXCHANGES: LazyLock<Exchanges> = LazyLock::new(Exchanges::default);
+
+    unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
+        let r = unsafe { &*r };
+        let headers = (0..r.headers_len)
+            .map(|i| {
+                let h = unsafe { &*r.headers.add(i) };
+                let s = |p: *const u8, n: usize| {
+                    String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(p, n) }).into_owned()
+                };
+                (s(h.name, h.name_len), s(h.value, h.value_len))
+            })
+            .collect();
+        let body =
+            if r.body_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(r.body, r.body_len) }.to_vec() };
+        EXCHANGES.calls.lock().unwrap().push(Call { handle, status: r.status, headers, body, flags: r.flags });
+        EXCHANGES.done.notify_all();
+        0
+    }
+
+    unsafe extern "C" fn read_body(handle: usize, buf: *mut u8, len: usize) -> i64 {
+        let mut bodies = EXCHANGES.bodies.lock().unwrap();
+        let body = bodies.entry(handle).or_insert_with(|| b"defgh".to_vec());
+        let n = body.len().min(len);
+        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), buf, n) };
+        body.drain(..n);
+        n as i64
+    }
+
+    unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize) {
+        let msg = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(msg, len) }).into_owned();
+        EXCHANGES.logs.lock().unwrap().push((handle, level, msg));
+    }
+
+    pub fn test_host() -> Host {
+        let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+        // SAFETY: the callbacks above follow the contract.
+        unsafe { Host::new(callbacks) }
+    }
+
+    /// A unique handle per test, so parallel tests read only their own calls.
+    pub fn new_handle() -> usize {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn calls_for(handle: usize) -> Vec<Call> {
+        EXCHANGES.calls.lock().unwrap().iter().filter(|c| c.handle == handle).cloned().collect()
+    }
+
+    pub fn recording_shared() -> (Arc<Shared>, usize) {
+        (Arc::new(Shared { host: test_host(), process_env: VarBlock::default() }), new_handle())
+    }
+
+    #[test]
+    fn var_block_skips_unusable_pairs() {
+        let v = VarBlock::from_pairs([("A", "1"), ("", "x"), ("B\0", "y"), ("C", "3")]);
+        assert_eq!(v.as_shim().pairs, 2);
+        assert_eq!(v.block, b"A\01\0C\03\0");
+    }
+
+    /// Engines are one per process: engine tests take turns.
+    static ENGINE_LOCK: Mutex<()> = Mutex::new(());
+
+    fn with_engine(config: &str, f: impl FnOnce(&Engine)) {
+        let _turn = ENGINE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let engine = Engine::start(&Config::from_json(config.as_bytes()).unwrap(), test_host()).unwrap();
+        f(&engine);
+        drop(engine);
+    }
+
+    fn script(name: &str, src: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("php_worker_engine_tests_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, src).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// Submits a request and waits for its DONE; returns the calls made for it.
+    fn run(engine: &Engine, path: &str, vars: &[(&str, &str)], env_pairs: u32, body: &[u8]) -> Vec<Call> {
+        use crate::request::tests::{encode, fields};
+        let handle = new_handle();
+        let mut f = fields(if body.is_empty() { "GET" } else { "POST" }, path);
+        f[crate::ffi::Field::RequestUri as usize] = "/x?a=1";
+        f[crate::ffi::Field::QueryString as usize] = "a=1";
+        let (block, spans) = encode(&f, vars, body);
+        let request = Request::new(
+            engine.shared().clone(),
+            0,
+            &block,
+            &spans,
+            env_pairs,
+            body.len(),
+            body.len() as i64,
+            crate::ffi::PHP_WORKER_REQUEST_BODY_COMPLETE,
+            handle,
+        )
+        .unwrap();
+        engine.submit(request).unwrap();
+        let mut calls = EXCHANGES.calls.lock().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !calls.iter().any(|c| c.handle == handle && c.flags & crate::ffi::PHP_WORKER_RESPONSE_DONE != 0) {
+            assert!(std::time::Instant::now() < deadline, "no response for {path}");
+            calls = EXCHANGES.done.wait_timeout(calls, std::time::Duration::from_millis(100)).unwrap().0;
+        }
+        calls.iter().filter(|c| c.handle == handle).cloned().collect()
+    }
+
+    fn body(calls: &[Call]) -> String {
+        String::from_utf8_lossy(&calls.iter().flat_map(|c| c.body.clone()).collect::<Vec<_>>()).into_owned()
+    }
+
+    #[test]
+    fn runs_scripts_with_server_vars_env_body_and_status() {
+        with_engine(r#"{"num_threads":2,"php_ini":{"display_errors":"1","html_errors":"0"}}"#, |engine| {
+            let hello = script("hello.php", "<?php header('X-Test: yes'); http_response_code(201); echo 'hello';");
+            let calls = run(engine, &hello, &[], 0, b"");
+            assert_eq!(calls.len(), 1, "a small response is one callback");
+            assert_eq!(calls[0].status, 201);
+            assert_eq!(body(&calls), "hello");
+            assert!(calls[0].headers.contains(&("X-Test".into(), "yes".into())));
+
+            let vars = script(
+                "vars.php",
+                "<?php echo $_SERVER['REQUEST_METHOD'], '|', $_SERVER['FOO'], '|', getenv('APP_ENV'), '|', \
+                 $_GET['a'], '|', file_get_contents('php://input'), '|', isset($_SERVER['PATH']) ? 'env' : 'noenv';",
+            );
+            let calls = run(engine, &vars, &[("REQUEST_METHOD", "POST"), ("FOO", "bar"), ("APP_ENV", "prod")], 1, b"payload");
+            assert_eq!(body(&calls), "POST|bar|prod|1|payload|env");
+
+            let fatal = script("fatal.php", "<?php echo 'before '; undefined_function();");
+            let calls = run(engine, &fatal, &[], 0, b"");
+            assert_eq!(calls[0].status, 500);
+            assert!(body(&calls).contains("Call to undefined function"), "{}", body(&calls));
+
+            let calls = run(engine, &hello, &[], 0, b"");
+            assert_eq!((calls[0].status, body(&calls).as_str()), (201, "hello"), "the thread is clean after a fatal");
+
+            let exit = script("exit.php", "<?php echo 'a'; exit(3); echo 'b';");
+            assert_eq!(body(&run(engine, &exit, &[], 0, b"")), "a");
+        });
+    }
+
+    #[test]
+    fn php_errors_reach_the_log_with_their_level() {
+        with_engine(r#"{"num_threads":1,"php_ini":{"log_errors":"1","display_errors":"0"}}"#, |engine| {
+            let s = script("log.php", "<?php error_log('custom line'); trigger_error('careful', E_USER_WARNING);");
+            let calls = run(engine, &s, &[], 0, b"");
+            let handle = calls[0].handle;
+            let logs: Vec<_> = EXCHANGES.logs.lock().unwrap().iter().filter(|l| l.0 == handle).cloned().collect();
+            assert!(logs.iter().any(|l| l.1 == Level::Info as i32 && l.2.contains("custom line")), "{logs:?}");
+            assert!(logs.iter().any(|l| l.1 == Level::Warn as i32 && l.2.contains("careful")), "{logs:?}");
+        });
+    }
+
+    #[test]
+    fn an_engine_can_stop_and_start_again_and_refuses_a_twin() {
+        with_engine(r#"{"num_threads":1}"#, |engine| {
+            assert!(matches!(
+                Engine::start(&Config::from_json(br#"{"num_threads":1}"#).unwrap(), test_host()),
+                Err(Error::AlreadyRunning)
+            ));
+            let s = script("one.php", "<?php echo 1;");
+            assert_eq!(body(&run(engine, &s, &[], 0, b"")), "1");
+            engine.shutdown();
+            let (shared, handle) = recording_shared();
+            let (block, spans) = crate::request::tests::encode(&crate::request::tests::fields("GET", &s), &[], b"");
+            let r = Request::new(shared, 0, &block, &spans, 0, 0, 0, 0, handle).unwrap();
+            assert!(matches!(engine.submit(r), Err(Error::Stopped)));
+            assert!(calls_for(handle).is_empty(), "a refused request is left to the host");
+        });
+        with_engine(r#"{"num_threads":1}"#, |engine| {
+            let s = script("two.php", "<?php echo 2;");
+            assert_eq!(body(&run(engine, &s, &[], 0, b"")), "2");
+        });
+    }
+}

@@ -1,0 +1,98 @@
+//! The host side of the ABI: the callbacks the embedding program (Caddy's Go module)
+//! registered when it created the engine, wrapped so the rest of the crate calls safe
+//! methods.
+
+use crate::ffi::{Callbacks, Header, Response};
+
+/// Severity of a log line sent to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Level {
+    Debug = 0,
+    Info = 1,
+    Warn = 2,
+    Error = 3,
+}
+
+impl Level {
+    /// Maps a syslog priority (what PHP passes to the SAPI's log_message) to a level:
+    /// emerg..err are errors, warning is a warning, notice and info are info.
+    pub fn from_syslog(priority: i32) -> Level {
+        match priority {
+            i32::MIN..=3 => Level::Error,
+            4 => Level::Warn,
+            5 | 6 => Level::Info,
+            _ => Level::Debug,
+        }
+    }
+}
+
+/// The embedding program's callbacks. Copied out of the C struct at engine creation.
+#[derive(Clone, Copy)]
+pub struct Host {
+    callbacks: Callbacks,
+}
+
+// SAFETY: the ABI requires the callbacks to be callable from any thread.
+unsafe impl Send for Host {}
+unsafe impl Sync for Host {}
+
+impl Host {
+    /// # Safety
+    /// Every callback in `callbacks` must follow the contract documented on
+    /// [`Callbacks`] for as long as the engine lives.
+    pub unsafe fn new(callbacks: Callbacks) -> Host {
+        Host { callbacks }
+    }
+
+    /// Hands response data to the host. Returns false when the client is gone.
+    pub fn respond(&self, handle: usize, status: i32, headers: &[Header], body: &[u8], flags: u32) -> bool {
+        let response = Response {
+            status,
+            headers: headers.as_ptr(),
+            headers_len: headers.len(),
+            body: body.as_ptr(),
+            body_len: body.len(),
+            flags,
+        };
+        match self.callbacks.respond {
+            // SAFETY: the pointers in `response` are valid for the duration of the call,
+            // which is all the contract of `respond` asks.
+            Some(respond) => unsafe { respond(handle, &response) == 0 },
+            None => false,
+        }
+    }
+
+    /// Reads request body bytes into `buf`: the count read (short only at the end of the
+    /// body), or None when the body cannot be read (client gone, timeout).
+    pub fn read_body(&self, handle: usize, buf: &mut [u8]) -> Option<usize> {
+        let read_body = self.callbacks.read_body?;
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call.
+        let n = unsafe { read_body(handle, buf.as_mut_ptr(), buf.len()) };
+        usize::try_from(n).ok().map(|n| n.min(buf.len()))
+    }
+
+    /// Sends a log line to the host's logger. `handle` names the request it belongs to,
+    /// or is 0.
+    pub fn log(&self, handle: usize, level: Level, message: &str) {
+        if let Some(log) = self.callbacks.log {
+            // SAFETY: `message` is valid for the duration of the call.
+            unsafe { log(handle, level as i32, message.as_ptr(), message.len()) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syslog_priorities_map_to_levels() {
+        assert_eq!(Level::from_syslog(0), Level::Error);
+        assert_eq!(Level::from_syslog(3), Level::Error);
+        assert_eq!(Level::from_syslog(4), Level::Warn);
+        assert_eq!(Level::from_syslog(5), Level::Info);
+        assert_eq!(Level::from_syslog(6), Level::Info);
+        assert_eq!(Level::from_syslog(7), Level::Debug);
+    }
+}

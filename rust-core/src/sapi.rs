@@ -1,0 +1,149 @@
+//! The Rust side of the SAPI: hooks the C shim (csrc/shim.c) calls from PHP's SAPI
+//! callbacks. Each one catches panics (a panic must not unwind into C) and none calls
+//! PHP, so no PHP bailout can start inside them.
+//!
+//! `ctx` is PHP's `SG(server_context)`: a `*mut RequestContext` set by src/thread.rs for
+//! the duration of a request, or NULL outside one.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::engine::with_thread_shared;
+use crate::ffi::Field;
+use crate::host::Level;
+use crate::request::RequestContext;
+use crate::shim::ShimVars;
+
+/// Runs a hook body, turning a panic into `fallback`.
+fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        with_thread_shared(|s| s.host.log(0, Level::Error, &format!("internal error in a SAPI hook: {msg}")));
+        fallback
+    })
+}
+
+/// # Safety
+/// `ctx` is NULL or the live `RequestContext` of this thread's request.
+unsafe fn context<'a>(ctx: *mut c_void) -> Option<&'a mut RequestContext<'a>> {
+    // SAFETY: per the function contract.
+    unsafe { ctx.cast::<RequestContext>().as_mut() }
+}
+
+/// # Safety
+/// `ptr` is valid for `len` bytes (or `len` is 0).
+unsafe fn bytes<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
+    if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr.cast(), len) } }
+}
+
+fn log_outside_request(level: Level, message: &str) {
+    with_thread_shared(|s| s.host.log(0, level, message));
+}
+
+/// Output of the script. Output outside a request (a worker booting) goes to the log.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usize, aborted: *mut bool) -> usize {
+    guard(len, || {
+        // SAFETY: the shim passes PHP's buffer and length, and its own flag.
+        let data = unsafe { bytes(s, len) };
+        match unsafe { context(ctx) } {
+            Some(ctx) => {
+                if !ctx.write(data) {
+                    unsafe { *aborted = true };
+                }
+            }
+            None => log_outside_request(Level::Info, &String::from_utf8_lossy(data)),
+        }
+        len
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_flush(ctx: *mut c_void) -> bool {
+    guard(true, || unsafe { context(ctx) }.is_none_or(|ctx| ctx.flush()))
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: usize) {
+    guard((), || {
+        if let Some(ctx) = unsafe { context(ctx) } {
+            ctx.add_header(unsafe { bytes(line, len) });
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_headers_done(ctx: *mut c_void, status: c_int) {
+    guard((), || {
+        if let Some(ctx) = unsafe { context(ctx) } {
+            ctx.headers_done(status);
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_read_post(ctx: *mut c_void, buf: *mut c_char, len: usize) -> usize {
+    guard(0, || match unsafe { context(ctx) } {
+        // SAFETY: PHP's buffer is valid for `len` bytes.
+        Some(ctx) if len > 0 => ctx.read_body(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }),
+        _ => 0,
+    })
+}
+
+/// The Cookie header, owned by the request (PHP copies it before parsing).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_read_cookies(ctx: *mut c_void) -> *mut c_char {
+    guard(std::ptr::null_mut(), || match unsafe { context(ctx) } {
+        Some(ctx) => ctx.request().field_ptr_or_null(Field::Cookie).cast_mut(),
+        None => std::ptr::null_mut(),
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, env: *mut ShimVars, vars: *mut ShimVars) {
+    guard((), || {
+        if let Some(ctx) = unsafe { context(ctx) } {
+            let (spans, pairs) = ctx.request().var_spans();
+            // SAFETY: the shim passes two writable structs.
+            unsafe {
+                *env = ctx.shared().process_env.as_shim();
+                *vars = ShimVars { block: ctx.request().block().as_ptr().cast(), spans: spans.as_ptr(), pairs };
+            }
+        }
+    })
+}
+
+/// getenv() of a configured `env` value; NULL lets PHP fall back to the process environment.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_getenv(ctx: *mut c_void, name: *const c_char, len: usize) -> *mut c_char {
+    guard(std::ptr::null_mut(), || match unsafe { context(ctx) } {
+        Some(ctx) => ctx.request().env_lookup(unsafe { bytes(name, len) }).unwrap_or(std::ptr::null()).cast_mut(),
+        None => std::ptr::null_mut(),
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_proto_num(ctx: *mut c_void) -> c_int {
+    guard(1001, || unsafe { context(ctx) }.map_or(1001, |ctx| ctx.request().proto_num()))
+}
+
+/// PHP's log lines (error_log(), notices, warnings, fatal errors) with their syslog level.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_level: c_int) {
+    guard((), || {
+        if message.is_null() {
+            return;
+        }
+        // SAFETY: PHP passes a C string.
+        let message = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
+        let level = Level::from_syslog(syslog_level);
+        match unsafe { context(ctx) } {
+            Some(ctx) => ctx.log(level, &message),
+            None => log_outside_request(level, &message),
+        }
+    })
+}
