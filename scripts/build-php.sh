@@ -64,7 +64,7 @@ configure_flags=(
 )
 
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
-recipe_version=1
+recipe_version=3
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
 
 # Newest source version first; the newest listed can 404, so we fall back in order.
@@ -108,6 +108,13 @@ log "building PHP $upstream (ZTS, embed) into $prefix; this takes several minute
 rm -rf "$build" "$prefix"
 cp -a "$srcdir" "$build"
 cd "$build"
+# OPcache only runs under SAPIs it knows by name; add ours next to FrankenPHP's.
+sed -i 's/^\(\t*\)"frankenphp",$/&\n\1"php_worker",/' ext/opcache/ZendAccelerator.c
+grep -q '"php_worker",' ext/opcache/ZendAccelerator.c || { log "could not teach OPcache the php_worker SAPI name"; exit 1; }
+# Debian's packaging moves the default session.save_path to /var/lib/php/sessions, a
+# directory only its php-common package creates; keep upstream's default (the temp dir).
+sed -i 's|"session.save_path",\( *\)"/var/lib/php/sessions"|"session.save_path",\1""|' ext/session/session.c
+grep -q '"session.save_path", *""' ext/session/session.c || { log "could not restore session.save_path's default"; exit 1; }
 # Debian's tree ships a configure generated for its own packaging; regenerate to be sure.
 ./buildconf --force >/dev/null 2>&1 || true
 ./configure --prefix="$prefix" \
