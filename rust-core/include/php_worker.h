@@ -222,13 +222,16 @@ int32_t php_worker_request_submit(const php_worker_engine_t *engine,
                                   size_t handle,
                                   php_worker_request_t **request_out);
 
-// Tells PHP the client of `request` went away: a request still queued is answered
-// without running, a running script sees an aborted connection at its next output.
+// Withdraws a request the host gave up on (client gone, max_wait_time passed).
+// Returns true when the request had not started and never will: the host may answer
+// the client itself. Returns false when it is already running: it goes on, and its
+// script sees an aborted connection at its next output if `respond` reports the client
+// gone. Either way the request still ends with one DONE `respond` call.
 //
 // # Safety
 // `request` comes from php_worker_request_submit() and its DONE `respond` call has
 // not returned yet (the host serialises the two).
-void php_worker_request_cancel(php_worker_request_t *request);
+bool php_worker_request_cancel(php_worker_request_t *request);
 
 // The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid
 // until the error is deleted.

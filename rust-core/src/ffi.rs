@@ -6,13 +6,12 @@
 
 use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::host::Host;
-use crate::request::Request;
+use crate::request::{Request, RunState};
 
 /// Status: success.
 pub const PHP_WORKER_OK: i32 = 0;
@@ -258,10 +257,10 @@ pub unsafe extern "C" fn php_worker_request_submit(
             flags,
             handle,
         )?;
-        let cancel: *const AtomicBool = request.cancel_flag();
+        let state: *const RunState = request.run_state();
         engine.engine.submit(request)?;
         if !request_out.is_null() {
-            unsafe { *request_out = cancel.cast_mut().cast() };
+            unsafe { *request_out = state.cast_mut().cast() };
         }
         Ok(())
     }));
@@ -275,18 +274,20 @@ pub unsafe extern "C" fn php_worker_request_submit(
     }
 }
 
-/// Tells PHP the client of `request` went away: a request still queued is answered
-/// without running, a running script sees an aborted connection at its next output.
+/// Withdraws a request the host gave up on (client gone, max_wait_time passed).
+/// Returns true when the request had not started and never will: the host may answer
+/// the client itself. Returns false when it is already running: it goes on, and its
+/// script sees an aborted connection at its next output if `respond` reports the client
+/// gone. Either way the request still ends with one DONE `respond` call.
 ///
 /// # Safety
 /// `request` comes from php_worker_request_submit() and its DONE `respond` call has
 /// not returned yet (the host serialises the two).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) {
-    // SAFETY: the handle is the request's cancel flag, alive per the contract.
-    if let Some(flag) = unsafe { request.cast::<AtomicBool>().as_ref() } {
-        flag.store(true, Ordering::Relaxed);
-    }
+pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) -> bool {
+    // SAFETY: the handle is the request's run state, alive per the contract.
+    let cancel = || unsafe { request.cast::<RunState>().as_ref() }.is_some_and(RunState::cancel);
+    catch_unwind(cancel).unwrap_or(false)
 }
 
 /// The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid

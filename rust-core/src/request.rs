@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::engine::Shared;
 use crate::error::{Error, Result};
@@ -32,7 +32,7 @@ pub struct Request {
     content_length: i64,
     handle: usize,
     pool: u32,
-    cancelled: AtomicBool,
+    state: RunState,
     finished: Cell<bool>,
     shared: Arc<Shared>,
 }
@@ -78,7 +78,7 @@ impl Request {
             content_length,
             handle,
             pool,
-            cancelled: AtomicBool::new(false),
+            state: RunState(AtomicU8::new(RunState::QUEUED)),
             finished: Cell::new(false),
             shared,
         }))
@@ -96,13 +96,9 @@ impl Request {
         self.content_length
     }
 
-    /// The flag the host sets through `php_worker_request_cancel`.
-    pub fn cancel_flag(&self) -> &AtomicBool {
-        &self.cancelled
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+    /// What `php_worker_request_cancel` acts on.
+    pub fn run_state(&self) -> &RunState {
+        &self.state
     }
 
     fn span(&self, index: usize) -> (usize, usize) {
@@ -173,6 +169,27 @@ impl Drop for Request {
     fn drop(&mut self) {
         // The host waits for exactly one DONE per submitted request: never leave it hanging.
         self.reject(503);
+    }
+}
+
+/// Whether a request waits in its queue, runs, or was cancelled before it could run.
+/// The host cancels from its own threads; the PHP thread claims the request when it
+/// dequeues it. Exactly one of the two wins.
+pub struct RunState(AtomicU8);
+
+impl RunState {
+    const QUEUED: u8 = 0;
+    const RUNNING: u8 = 1;
+    const CANCELLED: u8 = 2;
+
+    /// The PHP thread takes the request. False when the host cancelled it first.
+    pub fn start(&self) -> bool {
+        self.0.compare_exchange(Self::QUEUED, Self::RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// The host gives up on the request. True when it had not started and never will.
+    pub fn cancel(&self) -> bool {
+        self.0.compare_exchange(Self::QUEUED, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
 
@@ -412,6 +429,18 @@ pub(crate) mod tests {
         let flags = if complete { PHP_WORKER_REQUEST_BODY_COMPLETE } else { 0 };
         let r = Request::new(shared, 0, &block, &spans, env_pairs, body.len(), 8, flags, handle).unwrap();
         (r, handle)
+    }
+
+    #[test]
+    fn cancel_and_start_race_has_one_winner() {
+        let (r, _) = request("GET", &[], 0, b"", true);
+        assert!(r.run_state().cancel());
+        assert!(!r.run_state().start(), "a cancelled request never runs");
+        let (r2, _) = request("GET", &[], 0, b"", true);
+        assert!(r2.run_state().start());
+        assert!(!r2.run_state().cancel(), "a running request cannot be withdrawn");
+        r.disown();
+        r2.disown();
     }
 
     #[test]

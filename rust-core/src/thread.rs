@@ -34,7 +34,7 @@ pub fn serve(name: &str, jobs: &Receiver<Box<Request>>, shared: &Arc<Shared>) {
 /// True when the queue closed, false when this thread's PHP state must be rebuilt.
 fn serve_until_unhealthy(jobs: &Receiver<Box<Request>>, scratch: &mut Scratch) -> bool {
     while let Ok(request) = jobs.recv() {
-        if request.is_cancelled() {
+        if !request.run_state().start() {
             request.reject(503);
             continue;
         }
