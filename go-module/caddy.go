@@ -1,0 +1,21 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package phpworker is the Caddy side of php_worker, a PHP application server: the
+// php_worker app owns the process's PHP engine (a Rust core embedding a thread-safe
+// PHP, linked through cgo), and the http.handlers.php_worker handler serves a PHP site
+// the way FrankenPHP's php_server does.
+package phpworker
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterGlobalOption("php_worker", parseGlobalOption)
+	httpcaddyfile.RegisterHandlerDirective("php_worker", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("php_worker", httpcaddyfile.Before, "file_server")
+}

@@ -1,0 +1,195 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// Sub-directives of the design that a later release implements. They are refused with
+// a clear error rather than silently ignored.
+var notYet = map[string]string{
+	"max_threads":       "autoscaling",
+	"max_idle_time":     "autoscaling",
+	"shared_store_size": "the shared store",
+	"worker":            "worker mode",
+}
+
+func notYetErr(d *caddyfile.Dispenser, name string) error {
+	return d.Errf("php_worker: %s (%s) is not available in this version of php_worker", name, notYet[name])
+}
+
+// UnmarshalCaddyfile sets up the app from the global option block:
+//
+//	{
+//		php_worker {
+//			num_threads <n>
+//			max_wait_time <duration>
+//			php_ini <key> <value>
+//			php_ini {
+//				<key> <value>
+//				...
+//			}
+//		}
+//	}
+//
+// num_threads is the number of PHP threads (default 2 × CPUs); max_wait_time bounds how
+// long a request waits for a free thread before a 503 (default: no bound); php_ini
+// overrides php.ini settings and may repeat.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	for d.Next() {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		for d.NextBlock(0) {
+			switch name := d.Val(); name {
+			case "num_threads":
+				var v string
+				if !d.AllArgs(&v) {
+					return d.ArgErr()
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return d.Errf("num_threads must be a positive integer, got %q", v)
+				}
+				a.NumThreads = n
+			case "max_wait_time":
+				var v string
+				if !d.AllArgs(&v) {
+					return d.ArgErr()
+				}
+				dur, err := caddy.ParseDuration(v)
+				if err != nil || dur < 0 {
+					return d.Errf("max_wait_time must be a duration, got %q", v)
+				}
+				a.MaxWaitTime = caddy.Duration(dur)
+			case "php_ini":
+				if a.PHPIni == nil {
+					a.PHPIni = map[string]string{}
+				}
+				if err := parseINI(d, a.PHPIni); err != nil {
+					return err
+				}
+			default:
+				if _, ok := notYet[name]; ok {
+					return notYetErr(d, name)
+				}
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_wait_time, php_ini)", name)
+			}
+		}
+	}
+	return nil
+}
+
+// parseINI reads `php_ini <key> <value>` or a `php_ini { <key> <value> ... }` block.
+func parseINI(d *caddyfile.Dispenser, into map[string]string) error {
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 2:
+		into[args[0]] = args[1]
+		return nil
+	case 0:
+		for nesting := d.Nesting(); d.NextBlock(nesting); {
+			key := d.Val()
+			var value string
+			if !d.AllArgs(&value) {
+				return d.Errf("php_ini %s: expected exactly one value", key)
+			}
+			into[key] = value
+		}
+		return nil
+	default:
+		return d.ArgErr()
+	}
+}
+
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := &App{}
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "php_worker", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the handler from the site directive:
+//
+//	php_worker [<matcher>] {
+//		root <dir>
+//		index <file>|off
+//		split <ext...>
+//		file_server off
+//		env <key> <value>
+//	}
+//
+// root defaults to the site root; index (default index.php) is the directory index and
+// front controller, "off" disables both; split (default .php) sets where SCRIPT_NAME
+// ends and PATH_INFO starts; file_server off sends every non-script request to the
+// index instead of serving files; env adds $_SERVER and getenv() values and may
+// repeat.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	for d.Next() {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		for d.NextBlock(0) {
+			switch name := d.Val(); name {
+			case "root":
+				if !d.AllArgs(&h.Root) {
+					return d.ArgErr()
+				}
+			case "index":
+				if !d.AllArgs(&h.Index) {
+					return d.ArgErr()
+				}
+			case "split":
+				h.SplitPath = d.RemainingArgs()
+				if len(h.SplitPath) == 0 {
+					return d.ArgErr()
+				}
+				if _, ok := normalizeSplit(h.SplitPath); !ok {
+					return d.Errf("split extensions must be ASCII: %q", h.SplitPath)
+				}
+			case "file_server":
+				var v string
+				if !d.AllArgs(&v) || v != "off" {
+					return d.Errf("file_server takes one argument, off")
+				}
+				h.DisableFileServer = true
+			case "env":
+				var key, value string
+				if !d.AllArgs(&key, &value) {
+					return d.Errf("env takes a key and a value")
+				}
+				if h.Env == nil {
+					h.Env = map[string]string{}
+				}
+				h.Env[key] = value
+			default:
+				if _, ok := notYet[name]; ok {
+					return notYetErr(d, name)
+				}
+				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env)", name)
+			}
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	handler := new(Handler)
+	err := handler.UnmarshalCaddyfile(h.Dispenser)
+	return handler, err
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+)

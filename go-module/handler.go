@@ -1,0 +1,320 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+// #include "php_worker.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"runtime/cgo"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/fileserver"
+	"go.uber.org/zap"
+)
+
+// Bodies up to this size are read before the request goes to PHP and travel with it;
+// larger ones stream to PHP as it reads them.
+const readAheadBody = 64 * 1024
+
+// engineWait bounds how long a request waits for the engine to (re)start.
+const engineWait = 30 * time.Second
+
+// Handler serves a PHP site, like FrankenPHP's php_server: a directory holding the
+// index file redirects (308) to its slash form, existing static files are served,
+// `*.php` scripts run with PATH_INFO after the split extension, and anything else goes
+// to the index file, so a Laravel or Symfony public/ folder needs no rewrite rules.
+type Handler struct {
+	// The document root. Default: the site root ({http.vars.root}), else the current
+	// directory. Placeholders are resolved per request.
+	Root string `json:"root,omitempty"`
+
+	// The index file and front controller. Default: index.php. "off" disables both the
+	// directory redirect and the fallback to the front controller.
+	Index string `json:"index,omitempty"`
+
+	// Extensions after which the path is split into SCRIPT_NAME and PATH_INFO. ASCII,
+	// case-insensitive. Default: [".php"].
+	SplitPath []string `json:"split_path,omitempty"`
+
+	// Do not serve static files: every request that is not a script goes to the index.
+	DisableFileServer bool `json:"disable_file_server,omitempty"`
+
+	// Resolve symlinks in the root once, at provision time (or once per distinct root
+	// when it has placeholders). Default: true.
+	ResolveRootSymlink *bool `json:"resolve_root_symlink,omitempty"`
+
+	// Extra variables for $_SERVER and getenv(); they override every other variable.
+	// Values may hold placeholders.
+	Env map[string]string `json:"env,omitempty"`
+
+	app        *App
+	logger     *zap.Logger
+	resolver   resolver
+	fileServer *fileserver.FileServer
+	env        [][2]string
+	root       string    // resolved root when Root has no placeholders
+	roots      *sync.Map // placeholder root -> resolved root
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.php_worker",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets up the handler. Like App.Provision it starts no PHP.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	appIface, err := ctx.App("php_worker")
+	if err != nil {
+		return fmt.Errorf("loading the php_worker app: %w", err)
+	}
+	h.app = appIface.(*App)
+
+	if h.Root == "" {
+		h.Root = "{http.vars.root}"
+	}
+	if h.Index == "" {
+		h.Index = "index.php"
+	}
+	index := h.Index
+	if index == "off" {
+		index = ""
+	} else if strings.ContainsAny(index, `/\`) || index == "." || index == ".." {
+		return fmt.Errorf("index must be a file name, got %q", h.Index)
+	}
+	split := h.SplitPath
+	if len(split) == 0 {
+		split = []string{".php"}
+	}
+	normalized, ok := normalizeSplit(split)
+	if !ok {
+		return fmt.Errorf("split extensions must be ASCII: %q", split)
+	}
+	if h.ResolveRootSymlink == nil {
+		yes := true
+		h.ResolveRootSymlink = &yes
+	}
+	h.resolver = resolver{index: index, split: normalized, fileServer: !h.DisableFileServer, stat: osStat}
+
+	keys := make([]string, 0, len(h.Env))
+	for k := range h.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.env = append(h.env, [2]string{k, h.Env[k]})
+	}
+
+	h.roots = new(sync.Map)
+	if !strings.Contains(h.Root, "{") {
+		root, err := h.absRoot(h.Root)
+		if err != nil {
+			return fmt.Errorf("root %q: %w", h.Root, err)
+		}
+		h.root = root
+	}
+
+	if h.resolver.fileServer {
+		h.fileServer = &fileserver.FileServer{Root: h.Root}
+		if err := h.fileServer.Provision(ctx); err != nil {
+			return fmt.Errorf("provisioning the static file server: %w", err)
+		}
+	}
+	return nil
+}
+
+func (h *Handler) absRoot(root string) (string, error) {
+	abs, err := caddy.FastAbs(root)
+	if err != nil {
+		return "", err
+	}
+	if *h.ResolveRootSymlink {
+		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = resolved
+		}
+	}
+	return abs, nil
+}
+
+// rootFor resolves the document root of a request, caching placeholder results.
+func (h *Handler) rootFor(repl *caddy.Replacer) (string, error) {
+	if h.root != "" {
+		return h.root, nil
+	}
+	raw := repl.ReplaceAll(h.Root, ".")
+	if v, ok := h.roots.Load(raw); ok {
+		return v.(string), nil
+	}
+	abs, err := h.absRoot(raw)
+	if err != nil {
+		return "", err
+	}
+	h.roots.Store(raw, abs)
+	return abs, nil
+}
+
+// ServeHTTP resolves the request to a script, a static file or a redirect.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if strings.IndexByte(r.URL.Path, 0) >= 0 {
+		return h.refuse(r, http.StatusBadRequest, "invalid request path: NUL byte")
+	}
+	if cl := r.Header.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err != nil || n < 0 {
+			return h.refuse(r, http.StatusBadRequest, fmt.Sprintf("invalid Content-Length header %q", cl))
+		}
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	root, err := h.rootFor(repl)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	kind, s := h.resolver.resolve(root, r.URL.Path)
+	if kind == targetPHP && r.URL.RawPath != "" {
+		// The escaped path is what some path matchers judged; if it selects another
+		// script than the decoded one (e.g. "/a.php%2F..%2Fb.php"), refuse.
+		if escaped, err := url.PathUnescape(caddyhttp.NormalizedPath(r.URL.EscapedPath(), true)); err != nil ||
+			scriptPart(escaped, h.resolver.split) != scriptPart(caddyhttp.NormalizedPath(r.URL.Path, true), h.resolver.split) {
+			return h.refuse(r, http.StatusBadRequest, "escaped and decoded paths select different scripts")
+		}
+	}
+	switch kind {
+	case targetRedirect:
+		to := r.URL.EscapedPath() + "/"
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, to, http.StatusPermanentRedirect)
+		return nil
+	case targetStatic:
+		return h.fileServer.ServeHTTP(w, r, next)
+	case targetNotFound:
+		return caddyhttp.Error(http.StatusNotFound, nil)
+	}
+	return h.servePHP(w, r, s, repl)
+}
+
+func scriptPart(p string, split []string) string {
+	if pos := splitPos(p, split); pos >= 0 {
+		return p[:pos]
+	}
+	return p
+}
+
+// refuse answers a bad request with a status and a log line naming the rule.
+func (h *Handler) refuse(r *http.Request, status int, reason string) error {
+	h.logger.Warn("request refused", zap.Int("status", status), zap.String("reason", reason),
+		zap.String("remote_ip", r.RemoteAddr), zap.String("uri", r.RequestURI))
+	return caddyhttp.Error(status, errors.New(reason))
+}
+
+// servePHP hands the request to a PHP thread and waits for its response.
+func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer) error {
+	b := getRequestBuffer()
+	buildRequest(b, r, s, h.env, repl)
+	flags := uint32(0)
+	if r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
+		start := len(b.strings)
+		b.strings = append(b.strings, make([]byte, r.ContentLength)...)
+		n, err := io.ReadFull(r.Body, b.strings[start:])
+		if err != nil && r.ContentLength > 0 {
+			putRequestBuffer(b)
+			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
+		}
+		b.strings = b.strings[:start+n]
+		b.bodyLen = n
+		flags |= C.PHP_WORKER_REQUEST_BODY_COMPLETE
+	}
+	b.contentLength = r.ContentLength
+
+	pr := &phpRequest{
+		w:      w,
+		r:      r,
+		logger: h.logger.With(zap.String("uri", r.RequestURI)),
+		done:   make(chan struct{}),
+	}
+	handle := cgo.NewHandle(pr)
+	var core *C.php_worker_request_t
+	var rc C.int32_t
+	for attempt := 0; ; attempt++ {
+		e := waitEngine(r.Context().Done(), engineWait)
+		if e == nil {
+			putRequestBuffer(b)
+			handle.Delete()
+			return h.unavailable(w, "PHP is not running")
+		}
+		core, rc = e.submit(0, b, flags, uintptr(handle))
+		if rc != C.PHP_WORKER_ERR_STOPPED || attempt > 0 {
+			break
+		}
+		// The engine is restarting (config reload): wait for the next one, once.
+	}
+	putRequestBuffer(b)
+	switch rc {
+	case C.PHP_WORKER_OK:
+	case C.PHP_WORKER_ERR_QUEUE_FULL:
+		handle.Delete()
+		return h.unavailable(w, "all PHP threads are busy and the queue is full")
+	case C.PHP_WORKER_ERR_STOPPED:
+		handle.Delete()
+		return h.unavailable(w, "PHP is restarting")
+	default:
+		handle.Delete()
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
+	}
+	pr.mu.Lock()
+	pr.core = core
+	pr.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if wait := h.app.maxWaitTime(); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case <-pr.done:
+			return nil
+		case <-r.Context().Done():
+			pr.abandon()
+			return nil
+		case <-timeout:
+			timeout = nil
+			if pr.withdraw() {
+				return h.unavailable(w, "no PHP thread became free within max_wait_time")
+			}
+			// Already running: max_wait_time only bounds the wait for a thread.
+		}
+	}
+}
+
+// unavailable answers 503 with a Retry-After header and a body saying why.
+func (h *Handler) unavailable(w http.ResponseWriter, reason string) error {
+	h.logger.Warn("request answered 503", zap.String("reason", reason))
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "503 Service Unavailable: "+reason, http.StatusServiceUnavailable)
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,143 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeInfo struct{ dir bool }
+
+func (f fakeInfo) Name() string       { return "" }
+func (f fakeInfo) Size() int64        { return 0 }
+func (f fakeInfo) ModTime() time.Time { return time.Time{} }
+func (f fakeInfo) Sys() any           { return nil }
+func (f fakeInfo) IsDir() bool        { return f.dir }
+func (f fakeInfo) Mode() fs.FileMode {
+	if f.dir {
+		return fs.ModeDir
+	}
+	return 0
+}
+
+// fakeFS answers stat for a fixed tree; directories end with "/".
+func fakeFS(paths ...string) func(string) (fs.FileInfo, error) {
+	files, dirs := map[string]bool{}, map[string]bool{}
+	for _, p := range paths {
+		if strings.HasSuffix(p, "/") {
+			dirs[strings.TrimSuffix(p, "/")] = true
+		} else {
+			files[p] = true
+		}
+	}
+	return func(name string) (fs.FileInfo, error) {
+		name = strings.TrimSuffix(name, "/")
+		switch {
+		case files[name]:
+			return fakeInfo{}, nil
+		case dirs[name]:
+			return fakeInfo{dir: true}, nil
+		}
+		return nil, fs.ErrNotExist
+	}
+}
+
+func TestSplitPos(t *testing.T) {
+	exts := []string{".php"}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/index.php", 10},
+		{"/index.php/a/b", 10},
+		{"/INDEX.PHP/x", 10},
+		{"/a.phpx", -1},
+		{"/a.phpx/b.php", 13},
+		{"/a.php.txt", -1},
+		{"/noext", -1},
+		{"/\u023a.php", 7},            // 'Ⱥ' is two bytes; the split is on the original bytes
+		{"/a\uff0ephp", -1},           // fullwidth dot is not '.'
+		{"/a.\u24df\u24d7\u24df", -1}, // circled letters are not "php"
+	} {
+		if got := splitPos(tc.path, exts); got != tc.want {
+			t.Errorf("splitPos(%q) = %d, want %d", tc.path, got, tc.want)
+		}
+	}
+	if got := splitPos("/a.phtml/x", []string{".php", ".phtml"}); got != 8 {
+		t.Errorf("second extension: got %d", got)
+	}
+	if got := splitPos("/a.php/b.phtml", []string{".phtml", ".php"}); got != 6 {
+		t.Errorf("the earliest split wins whatever the order of extensions: got %d", got)
+	}
+}
+
+func TestNormalizeSplitRefusesNonASCII(t *testing.T) {
+	if _, ok := normalizeSplit([]string{".PHP", ".phtml"}); !ok {
+		t.Fatal("ASCII extensions refused")
+	}
+	if got, _ := normalizeSplit([]string{".PHP"}); got[0] != ".php" {
+		t.Fatalf("not lower-cased: %q", got)
+	}
+	if _, ok := normalizeSplit([]string{".ph\u0440"}); ok {
+		t.Fatal("a Cyrillic extension was accepted")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	rs := resolver{
+		index:      "index.php",
+		split:      []string{".php"},
+		fileServer: true,
+		stat: fakeFS("/srv/index.php", "/srv/app.php", "/srv/style.css", "/srv/dir/", "/srv/dir/index.php",
+			"/srv/assets/", "/srv/assets/app.js"),
+	}
+	for _, tc := range []struct {
+		path     string
+		kind     target
+		name     string
+		pathInfo string
+		filename string
+	}{
+		{"/", targetPHP, "/index.php", "", "/srv/index.php"},
+		{"/app.php", targetPHP, "/app.php", "", "/srv/app.php"},
+		{"/app.php/x/y", targetPHP, "/app.php", "/x/y", "/srv/app.php"},
+		{"/style.css", targetStatic, "", "", ""},
+		{"/dir", targetRedirect, "", "", ""},
+		{"/dir/", targetPHP, "/dir/index.php", "", "/srv/dir/index.php"},
+		{"/assets/", targetStatic, "", "", ""},
+		{"/assets", targetPHP, "/index.php", "", "/srv/index.php"},
+		{"/users/42", targetPHP, "/index.php", "", "/srv/index.php"},
+		{"/missing.php/x", targetPHP, "/index.php", "", "/srv/index.php"},
+		{"/../../etc/passwd", targetPHP, "/index.php", "", "/srv/index.php"},
+		{"/dir/../app.php", targetPHP, "/app.php", "", "/srv/app.php"},
+		{"//app.php", targetPHP, "/app.php", "", "/srv/app.php"},
+	} {
+		kind, s := rs.resolve("/srv", tc.path)
+		if kind != tc.kind || s.name != tc.name || s.pathInfo != tc.pathInfo || s.filename != tc.filename {
+			t.Errorf("resolve(%q) = %v %+v, want %v name=%q pathInfo=%q filename=%q",
+				tc.path, kind, s, tc.kind, tc.name, tc.pathInfo, tc.filename)
+		}
+		if kind == targetPHP && s.root != "/srv" {
+			t.Errorf("resolve(%q): root %q", tc.path, s.root)
+		}
+	}
+}
+
+func TestResolveWithoutFileServerOrIndex(t *testing.T) {
+	stat := fakeFS("/srv/index.php", "/srv/style.css", "/srv/dir/", "/srv/dir/index.php")
+	noFiles := resolver{index: "index.php", split: []string{".php"}, stat: stat}
+	if kind, s := noFiles.resolve("/srv", "/style.css"); kind != targetPHP || s.name != "/index.php" {
+		t.Errorf("file_server off: a static file must go to the index, got %v %+v", kind, s)
+	}
+	noIndex := resolver{split: []string{".php"}, fileServer: true, stat: stat}
+	if kind, _ := noIndex.resolve("/srv", "/dir"); kind != targetNotFound {
+		t.Errorf("index off: no redirect and no front controller, got %v", kind)
+	}
+	if kind, _ := noIndex.resolve("/srv", "/route"); kind != targetNotFound {
+		t.Errorf("index off: got %v", kind)
+	}
+}
