@@ -1,0 +1,2 @@
+<?php
+echo 'dir index:', $_SERVER['SCRIPT_NAME'];

@@ -1,0 +1,3 @@
+<?php
+echo "before the error\n";
+this_function_does_not_exist();

@@ -1,0 +1,2 @@
+<?php
+echo 'sub page, cwd=', basename(getcwd());

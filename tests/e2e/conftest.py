@@ -1,0 +1,203 @@
+"""End-to-end harness: starts the built ./caddy on loopback ports with a test Caddyfile
+and talks to it over real HTTP.
+
+The binary comes from ./xcaddy.sh (tests/run.sh builds it first). Each server gets its own
+working directory under tests/.work/ with its Caddyfile and log.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CADDY = REPO / "caddy"
+APP = Path(__file__).resolve().parent / "app"
+WORK = REPO / "tests" / ".work"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (name, value), names as sent
+        self.body = body
+
+    def header(self, name):
+        values = self.headers_all(name)
+        return values[0] if values else None
+
+    def headers_all(self, name):
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Server:
+    """A running ./caddy with php_worker."""
+
+    def __init__(self, name, caddyfile, port, admin_port, workdir):
+        self.name = name
+        self.port = port
+        self.admin_port = admin_port
+        self.workdir = workdir
+        self.log_path = workdir / "caddy.log"
+        (workdir / "Caddyfile").write_text(caddyfile)
+        self.log_file = open(self.log_path, "wb")
+        env = dict(os.environ, HOME=str(workdir), XDG_CONFIG_HOME=str(workdir), XDG_DATA_HOME=str(workdir),
+                   PHP_WORKER_TEST_ENV="from-process")
+        self.proc = subprocess.Popen(
+            [str(CADDY), "run", "--config", str(workdir / "Caddyfile"), "--adapter", "caddyfile"],
+            cwd=str(REPO), stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"caddy exited early:\n{self.log_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                if "PHP engine started" in self.log_text():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"caddy did not become ready:\n{self.log_text()}")
+
+    def log_text(self):
+        self.log_file.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def log_entries(self):
+        entries = []
+        for line in self.log_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                pass
+        return entries
+
+    def wait_log(self, predicate, timeout=5):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            found = [e for e in self.log_entries() if predicate(e)]
+            if found:
+                return found
+            time.sleep(0.05)
+        return []
+
+    def request(self, path, method="GET", body=None, headers=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return Response(r.status, r.reason, r.getheaders(), r.read())
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request(path, **kw)
+
+    def raw(self, data, timeout=10):
+        """Sends raw bytes and returns the raw answer (for requests http.client refuses)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(data)
+            chunks = []
+            try:
+                while True:
+                    c = s.recv(65536)
+                    if not c:
+                        break
+                    chunks.append(c)
+            except socket.timeout:
+                pass
+            return b"".join(chunks)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+        return self.proc.returncode
+
+
+def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
+    return f"""{{
+	admin 127.0.0.1:{admin_port}
+	persist_config off
+	log {{
+		format json
+		level DEBUG
+	}}
+	php_worker {{
+		num_threads {threads}
+		php_ini display_errors 1
+		php_ini html_errors 0
+		php_ini log_errors 1
+{global_extra}
+	}}
+}}
+
+:{port} {{
+	bind 127.0.0.1
+	root * {app}
+	php_worker {{
+		env APP_ENV testing
+		env FROM_CONFIG configured
+{site_extra}
+	}}
+}}
+"""
+
+
+@pytest.fixture(scope="session")
+def start_server(tmp_path_factory):
+    """Returns start(name, **caddyfile options) -> Server; servers stop at session end."""
+    if not CADDY.exists():
+        pytest.fail("./caddy is missing: run ./xcaddy.sh (tests/run.sh does)")
+    WORK.mkdir(parents=True, exist_ok=True)
+    servers = []
+
+    def start(name, caddyfile=None, **options):
+        port, admin_port = free_port(), free_port()
+        workdir = WORK / name
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        text = caddyfile(port, admin_port) if callable(caddyfile) else make_caddyfile(port, admin_port, **options)
+        server = Server(name, text, port, admin_port, workdir)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def server(start_server):
+    """The default server: tests/e2e/app/public with 4 threads."""
+    return start_server("default")

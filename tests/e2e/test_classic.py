@@ -1,0 +1,352 @@
+"""Classic mode (one script run per request) over real HTTP."""
+
+import base64
+import concurrent.futures
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+import uuid
+
+from conftest import APP, CADDY, REPO, WORK, free_port, make_caddyfile
+
+
+def test_hello(server):
+    r = server.get("/hello.php")
+    assert r.status == 200
+    assert r.body == b"Hello, world!"
+    assert r.header("Content-Type") == "text/html; charset=UTF-8"
+    assert r.header("X-Powered-By").startswith("PHP/8.2")
+
+
+def test_cgi_variables(server):
+    r = server.get("/server.php/extra/path?a=1&b=two&getenv[]=APP_ENV&getenv[]=FROM_CONFIG"
+                   "&getenv[]=PHP_WORKER_TEST_ENV&getenv[]=HTTP_PROXY",
+                   headers={"X-Custom-Header": "hv", "Content-Type": "text/x-test", "Proxy": "http://evil:1",
+                            "Authorization": "Basic " + base64.b64encode(b"alice:s3cret").decode()})
+    assert r.status == 200, r.text
+    data = r.json()
+    s, env = data["server"], data["getenv"]
+    root = str((APP / "public").resolve())
+    expected = {
+        "REQUEST_METHOD": "GET",
+        "REQUEST_URI": "/server.php/extra/path?a=1&b=two&getenv[]=APP_ENV&getenv[]=FROM_CONFIG"
+                       "&getenv[]=PHP_WORKER_TEST_ENV&getenv[]=HTTP_PROXY",
+        "QUERY_STRING": "a=1&b=two&getenv[]=APP_ENV&getenv[]=FROM_CONFIG&getenv[]=PHP_WORKER_TEST_ENV"
+                        "&getenv[]=HTTP_PROXY",
+        "SCRIPT_NAME": "/server.php",
+        "SCRIPT_FILENAME": root + "/server.php",
+        "PHP_SELF": "/server.php/extra/path",
+        "PATH_INFO": "/extra/path",
+        "PATH_TRANSLATED": root + "/extra/path",
+        "DOCUMENT_ROOT": root,
+        "DOCUMENT_URI": "/server.php",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": str(server.port),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "SERVER_SOFTWARE": "Caddy php_worker",
+        "GATEWAY_INTERFACE": "CGI/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "REQUEST_SCHEME": "http",
+        "HTTPS": "",
+        "CONTENT_TYPE": "text/x-test",
+        "CONTENT_LENGTH": "",
+        "HTTP_HOST": f"127.0.0.1:{server.port}",
+        "HTTP_X_CUSTOM_HEADER": "hv",
+        "PHP_AUTH_USER": "alice",
+        "PHP_AUTH_PW": "s3cret",
+        "APP_ENV": "testing",
+        "FROM_CONFIG": "configured",
+        "PHP_WORKER_TEST_ENV": "from-process",
+    }
+    for key, value in expected.items():
+        assert s.get(key) == value, f"$_SERVER[{key}] = {s.get(key)!r}, want {value!r}"
+    assert s["REMOTE_PORT"].isdigit() and int(s["REMOTE_PORT"]) > 0
+    assert abs(s["REQUEST_TIME"] - time.time()) < 5
+    assert isinstance(s["REQUEST_TIME_FLOAT"], float) and abs(s["REQUEST_TIME_FLOAT"] - time.time()) < 5
+    assert "HTTP_PROXY" not in s, "httpoxy: a Proxy header must never become HTTP_PROXY"
+    assert env["HTTP_PROXY"] is False
+    assert env == {"APP_ENV": "testing", "FROM_CONFIG": "configured", "PHP_WORKER_TEST_ENV": "from-process",
+                   "HTTP_PROXY": False}
+
+
+def test_content_length_and_type_of_a_post(server):
+    r = server.get("/server.php", method="POST", body=b"x=1",
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    s = r.json()["server"]
+    assert (s["CONTENT_LENGTH"], s["CONTENT_TYPE"], s["REQUEST_METHOD"]) == (
+        "3", "application/x-www-form-urlencoded", "POST")
+
+
+def test_query_post_cookies_and_request(server):
+    r = server.get("/echo.php?q=1&arr[]=a&arr[]=b", method="POST", body=b"p=2&q=post&name=J%C3%BCrgen",
+                   headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "c1=v1; c2=v%202"})
+    d = r.json()
+    assert d["method"] == "POST"
+    assert d["get"] == {"q": "1", "arr": ["a", "b"]}
+    assert d["post"] == {"p": "2", "q": "post", "name": "Jürgen"}
+    assert d["cookie"] == {"c1": "v1", "c2": "v 2"}
+    assert d["request"]["p"] == "2" and d["request"]["q"] == "post"  # request_order GP: POST wins
+
+
+def multipart(fields, files):
+    boundary = "----php-worker-" + uuid.uuid4().hex
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    for name, (filename, content) in files.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+                     f'Content-Type: application/octet-stream\r\n\r\n'.encode() + content + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def test_upload_and_temp_file_cleanup(server):
+    small = b"hello upload"
+    big = os.urandom(300 * 1024)  # larger than the read-ahead: streamed to PHP
+    body, ctype = multipart({"title": "t"}, {"small": ("a.txt", small), "big": ("b.bin", big)})
+    r = server.get("/echo.php", method="POST", body=body, headers={"Content-Type": ctype})
+    d = r.json()
+    assert d["post"] == {"title": "t"}
+    files = d["files"]
+    assert files["small"]["name"] == "a.txt" and files["small"]["size"] == len(small)
+    assert files["small"]["sha1"] == hashlib.sha1(small).hexdigest()
+    assert files["big"]["size"] == len(big) and files["big"]["sha1"] == hashlib.sha1(big).hexdigest()
+    assert files["small"]["tmp_exists"] and files["big"]["tmp_exists"]
+    for f in files.values():
+        assert not os.path.exists(f["tmp_name"]), "uploaded temp files are removed after the request"
+
+
+def test_ten_megabyte_php_input(server):
+    data = os.urandom(10 * 1024 * 1024)
+    r = server.get("/input.php", method="PUT", body=data, headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 200, r.text
+    assert r.json() == {"length": len(data), "sha1": hashlib.sha1(data).hexdigest()}
+
+
+def test_chunked_request_body(server):
+    def gen():
+        for _ in range(10):
+            yield b"a" * 100_000
+    conn = __import__("http.client").client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("POST", "/input.php", body=gen(), headers={"Content-Type": "application/octet-stream"},
+                 encode_chunked=True)
+    r = conn.getresponse()
+    assert json.loads(r.read()) == {"length": 1_000_000, "sha1": hashlib.sha1(b"a" * 1_000_000).hexdigest()}
+    conn.close()
+
+
+def test_flush_streams_the_first_chunk_before_the_script_ends(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        start = time.time()
+        s.sendall(b"GET /flush.php?ms=1500 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        received = b""
+        while b"first" not in received:
+            chunk = s.recv(4096)
+            assert chunk, "connection closed before the first chunk"
+            received += chunk
+        first_at = time.time() - start
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            received += chunk
+        total = time.time() - start
+    assert first_at < 1.0, f"first chunk came after {first_at:.2f}s: output was not streamed"
+    assert total >= 1.4
+    assert b"second" in received
+
+
+def test_headers_status_and_cookies(server):
+    r = server.get("/headers.php")
+    assert r.status == 202
+    assert r.header("X-Custom") == "one"
+    assert r.header("X-Removed") is None
+    assert r.headers_all("X-Multi") == ["a", "b"]
+    cookies = r.headers_all("Set-Cookie")
+    assert len(cookies) == 3
+    assert cookies[0] == "a=1" and cookies[1].startswith("b=2; path=/") and "HttpOnly" in cookies[1]
+    assert r.text == "sent-before-output:no\nsent-after-flush:yes\n"
+
+
+def test_status_line(server):
+    r = server.get("/teapot.php")
+    assert r.status == 418
+    assert r.body == b"short and stout"
+
+
+def test_session_round_trip(server):
+    r1 = server.get("/session.php")
+    cookie = r1.header("Set-Cookie")
+    assert cookie and cookie.startswith("PHPSESSID=")
+    sid = r1.json()["id"]
+    assert r1.json()["count"] == 1
+    r2 = server.get("/session.php", headers={"Cookie": f"PHPSESSID={sid}"})
+    assert r2.json() == {"id": sid, "count": 2}
+    r3 = server.get("/session.php")
+    assert r3.json()["id"] != sid and r3.json()["count"] == 1
+
+
+def test_fatal_error_then_a_clean_request(server):
+    r = server.get("/fatal.php")
+    assert r.status == 500
+    assert "before the error" in r.text
+    assert "Call to undefined function this_function_does_not_exist()" in r.text
+    for _ in range(8):  # every thread stays usable
+        ok = server.get("/hello.php")
+        assert (ok.status, ok.body) == (200, b"Hello, world!")
+
+
+def test_uncaught_exception_is_a_500(server):
+    r = server.get("/exception.php")
+    assert r.status == 500
+    assert "Uncaught RuntimeException: uncaught on purpose" in r.text
+    assert server.get("/hello.php").status == 200
+
+
+def test_php_errors_go_to_the_log_with_matching_levels(server):
+    tag = uuid.uuid4().hex
+    assert server.get(f"/logs.php?tag={tag}").text.endswith("logged")
+    found = server.wait_log(lambda e: tag in e.get("msg", "") and "a warning" in e.get("msg", ""))
+    assert found and found[0]["level"] == "warn" and found[0]["logger"].startswith("http.handlers.php_worker")
+    notice = server.wait_log(lambda e: tag in e.get("msg", "") and "a notice" in e.get("msg", ""))
+    assert notice and notice[0]["level"] == "info"
+    line = server.wait_log(lambda e: e.get("msg") == f"line from error_log {tag}")
+    assert line and line[0]["level"] == "info"
+    fatal = server.get("/fatal.php")
+    assert fatal.status == 500
+    assert server.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
+
+
+def test_static_file(server):
+    r = server.get("/static.txt")
+    assert (r.status, r.body) == (200, b"Hello from file\n")
+    assert r.header("Content-Type").startswith("text/plain")
+    assert r.header("X-Powered-By") is None
+
+
+def test_index_fallback_front_controller(server):
+    r = server.get("/some/route?x=1")
+    assert (r.status, r.text) == (200, "front:/some/route?x=1|/index.php|")
+    r = server.get("/missing.php")
+    assert r.text == "front:/missing.php|/index.php|"
+    r = server.get("/")
+    assert r.text == "front:/|/index.php|"
+
+
+def test_path_info_split(server):
+    r = server.get("/pathinfo.php/a/b.txt?z=1")
+    root = str((APP / "public").resolve())
+    assert r.json() == {
+        "SCRIPT_NAME": "/pathinfo.php",
+        "SCRIPT_FILENAME": root + "/pathinfo.php",
+        "PATH_INFO": "/a/b.txt",
+        "PATH_TRANSLATED": root + "/a/b.txt",
+        "PHP_SELF": "/pathinfo.php/a/b.txt",
+        "DOCUMENT_URI": "/pathinfo.php",
+        "REQUEST_URI": "/pathinfo.php/a/b.txt?z=1",
+    }
+    r = server.get("/sub/page.php")
+    assert r.text == "sub page, cwd=sub", "scripts run in their own directory"
+
+
+def test_directory_redirects_to_slash_form(server):
+    r = server.get("/dir?x=1")
+    assert r.status == 308
+    assert r.header("Location") == "/dir/?x=1"
+    r = server.get("/dir/")
+    assert (r.status, r.text) == (200, "dir index:/dir/index.php")
+
+
+def test_nul_byte_in_path_is_400(server):
+    r = server.get("/hello.php%00.txt")
+    assert r.status == 400
+    assert server.wait_log(lambda e: e.get("msg") == "request refused" and "NUL" in e.get("reason", ""))
+
+
+def test_invalid_content_length_is_400(server):
+    for value in (b"abc", b"-5"):
+        raw = server.raw(b"POST /echo.php HTTP/1.1\r\nHost: t\r\nContent-Length: " + value +
+                         b"\r\nConnection: close\r\n\r\n")
+        assert raw.startswith(b"HTTP/1.1 400"), raw[:100]
+
+
+def test_path_traversal_never_leaves_the_root(server):
+    for path in ("/../outside.txt", "/%2e%2e/outside.txt", "/..%2foutside.txt", "/sub/../../outside.txt",
+                 "/%2e%2e%2f%2e%2e%2foutside.txt"):
+        r = server.raw(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+        assert b"secret outside the root" not in r, path
+        status = int(r.split(b" ", 2)[1])
+        assert status in (200, 400, 404), (path, status)
+    r = server.raw(b"GET /pathinfo.php%2f..%2fhello.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert r.startswith(b"HTTP/1.1 400"), "escaped and decoded paths must select the same script"
+
+
+def test_client_disconnect_frees_the_thread(start_server):
+    srv = start_server("disconnect", threads=1)
+    marker = WORK / "disconnect" / "marker.txt"
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"GET /forever.php?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    assert b"xxxx" in s.recv(65536)
+    s.close()
+    deadline = time.time() + 10
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists() and marker.read_text() == "aborted=1", "the script saw the aborted connection"
+    r = srv.get("/hello.php", timeout=5)
+    assert r.status == 200, "the only PHP thread is free again"
+    assert srv.stop() == 0
+
+
+def test_concurrent_requests_see_only_their_own_data(server):
+    def one(i):
+        r = server.get(f"/mine.php?id=g{i}", method="POST", body=f"id=p{i}".encode(),
+                       headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"id=c{i}",
+                                "X-Id": f"h{i}"})
+        return i, r.status, r.json()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
+        results = list(pool.map(one, range(100)))
+    for i, status, d in results:
+        assert status == 200
+        assert d == {"get": f"g{i}", "post": f"p{i}", "cookie": f"c{i}", "header": f"h{i}", "thread_leak": None}
+
+
+def test_validate_and_adapt_start_no_php(tmp_path):
+    caddyfile = tmp_path / "Caddyfile"
+    caddyfile.write_text(make_caddyfile(free_port(), free_port()))
+    for cmd in (["validate", "--config", str(caddyfile)], ["adapt", "--config", str(caddyfile)]):
+        p = subprocess.run([str(CADDY), *cmd], cwd=REPO, capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path)))
+        assert p.returncode == 0, p.stderr
+        assert "PHP engine started" not in p.stdout + p.stderr, f"caddy {cmd[0]} started PHP"
+    assert "php_worker" in subprocess.run([str(CADDY), "adapt", "--config", str(caddyfile)], cwd=REPO,
+                                          capture_output=True, text=True, timeout=60).stdout
+
+
+def test_list_modules():
+    out = subprocess.run([str(CADDY), "list-modules"], capture_output=True, text=True, timeout=60).stdout.split()
+    assert "php_worker" in out and "http.handlers.php_worker" in out
+
+
+def test_unknown_and_future_subdirectives_are_refused(tmp_path):
+    for extra, message in (("worker index.php", "worker mode"), ("bogus 1", "unknown php_worker subdirective")):
+        caddyfile = tmp_path / "Caddyfile"
+        caddyfile.write_text(make_caddyfile(free_port(), free_port(), site_extra="\t\t" + extra))
+        p = subprocess.run([str(CADDY), "adapt", "--config", str(caddyfile)], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path)))
+        assert p.returncode != 0 and message in p.stderr, p.stderr
+
+
+def test_graceful_shutdown_finishes_in_flight_requests(start_server):
+    srv = start_server("shutdown", threads=2)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        pending = pool.submit(srv.get, "/sleep.php?ms=1500")
+        time.sleep(0.3)
+        srv.proc.send_signal(__import__("signal").SIGINT)
+        r = pending.result(timeout=30)
+    assert (r.status, r.body) == (200, b"slept")
+    assert srv.proc.wait(timeout=30) == 0
+    assert "PHP stopped" in srv.log_text()

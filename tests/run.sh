@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: rust-core's unit tests and header check, the
+# Go module's unit tests, then the end-to-end suite against the built ./caddy.
+#
+#   tests/run.sh                 everything
+#   tests/run.sh -k session      pytest arguments select end-to-end tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh --tests
+./xcaddy.sh
+source scripts/env.sh
+
+echo "== rust-core: unit tests and header check"
+cargo test --locked -p php-worker-core
+
+echo "== go-module: vet and unit tests"
+(cd go-module && go vet ./... && go test -count=1 ./...)
+
+echo "== end to end"
+python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
+python3 -m pytest -q tests/e2e "$@"
