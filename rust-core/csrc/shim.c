@@ -6,7 +6,9 @@
 #include <php_main.h>
 #include <php_variables.h>
 #include <php_output.h>
-#include <ext/standard/info.h>
+#include <ext/standard/head.h>
+#include <ext/spl/spl_exceptions.h>
+#include <Zend/zend_exceptions.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -268,4 +270,360 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal)
 
 	pw_clear_request_info();
 	return result;
+}
+
+/* ---- worker mode ----------------------------------------------------------------- */
+
+/* Modules whose per-request state lives past a worker request unless they run their
+ * request shutdown and startup hooks around it. */
+static const char *const pw_request_modules[] = {"filter", "session", NULL};
+
+/* True while the boot pseudo-request of a worker script is active: the first call to
+ * frankenphp_handle_request() ends it. */
+static __thread bool pw_in_boot_request;
+
+static void pw_modules_request_hook(bool startup)
+{
+	for (const char *const *name = pw_request_modules; *name; name++) {
+		zend_module_entry *module = zend_hash_str_find_ptr(&module_registry, *name, strlen(*name));
+		if (!module) {
+			continue;
+		}
+		if (startup && module->request_startup_func) {
+			module->request_startup_func(module->type, module->module_number);
+		} else if (!startup && module->request_shutdown_func) {
+			module->request_shutdown_func(module->type, module->module_number);
+		}
+	}
+}
+
+/* Frees temporary streams nobody holds (php://input's buffer, for one), which would
+ * otherwise pile up in a worker's resource list. */
+static void pw_release_temporary_streams(void)
+{
+	zend_resource *res;
+	int stream_type = php_file_le_stream();
+	ZEND_HASH_FOREACH_PTR(&EG(regular_list), res) {
+		if (res->type == stream_type) {
+			php_stream *stream = (php_stream *)res->ptr;
+			if (stream && stream->ops == &php_stream_temp_ops && !stream->__exposed && GC_REFCOUNT(res) == 1) {
+				zend_list_delete(res);
+			}
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* Gives the next request fresh superglobals; $_ENV keeps what the worker booted with. */
+static void pw_reset_superglobals(void)
+{
+	for (int i = 0; i < NUM_TRACK_VARS; i++) {
+		zval_ptr_dtor_nogc(&PG(http_globals)[i]);
+	}
+	/* $_SESSION belongs to the previous request's session. */
+	zend_hash_str_del(&EG(symbol_table), ZEND_STRL("_SESSION"));
+	php_hash_environment();
+	/* The worker's code was compiled once, so just-in-time globals it uses are not
+	 * re-created on their own: create them now. */
+	zend_is_auto_global_str(ZEND_STRL("_SERVER"));
+	if (zend_hash_str_exists(&EG(symbol_table), ZEND_STRL("_REQUEST"))) {
+		zend_is_auto_global_str(ZEND_STRL("_REQUEST"));
+	}
+	if (zend_hash_str_exists(&EG(symbol_table), ZEND_STRL("_ENV"))) {
+		zend_auto_global *env = zend_hash_str_find_ptr(CG(auto_globals), ZEND_STRL("_ENV"));
+		if (env) {
+			env->armed = 0;
+		}
+	}
+}
+
+/* php_request_startup() for one request of a worker: what must be fresh, without
+ * tearing down the script's objects, statics and globals. */
+static zend_result pw_worker_request_startup(const pw_shim_request *req)
+{
+	volatile zend_result result = SUCCESS;
+	pw_fill_request_info(req);
+	zend_try {
+		pw_release_temporary_streams();
+		php_output_activate();
+		PG(header_is_being_sent) = 0;
+		PG(connection_status) = PHP_CONNECTION_NORMAL;
+		sapi_activate();
+		if (PG(expose_php)) {
+			sapi_add_header(SAPI_PHP_VERSION_HEADER, sizeof(SAPI_PHP_VERSION_HEADER) - 1, 1);
+		}
+		if (PG(output_handler) && PG(output_handler)[0]) {
+			zval handler;
+			ZVAL_STRING(&handler, PG(output_handler));
+			php_output_start_user(&handler, 0, PHP_OUTPUT_HANDLER_STDFLAGS);
+			zval_ptr_dtor(&handler);
+		} else if (PG(output_buffering)) {
+			php_output_start_user(NULL, PG(output_buffering) > 1 ? PG(output_buffering) : 0,
+			                      PHP_OUTPUT_HANDLER_STDFLAGS);
+		} else if (PG(implicit_flush)) {
+			php_output_set_implicit_flush(1);
+		}
+		pw_reset_superglobals();
+		pw_modules_request_hook(true);
+	} zend_catch {
+		result = FAILURE;
+	} zend_end_try();
+	SG(sapi_started) = 1;
+	return result;
+}
+
+/* php_request_shutdown() for one request of a worker: flush and send the response, end
+ * the session, free what the request owned (uploaded files, php://input). */
+static void pw_worker_request_shutdown(void)
+{
+	zend_try {
+		php_output_end_all();
+	} zend_end_try();
+	zend_try {
+		pw_modules_request_hook(false);
+	} zend_end_try();
+	zend_try {
+		php_output_deactivate();
+	} zend_end_try();
+	zend_try {
+		sapi_deactivate();
+	} zend_end_try();
+	pw_clear_request_info();
+	zend_set_memory_limit(PG(memory_limit));
+}
+
+pw_run_result pw_shim_run_worker(const pw_shim_request *boot, bool *fatal, int *exit_status)
+{
+	volatile pw_run_result result = PW_RUN_OK;
+	*fatal = false;
+	*exit_status = 0;
+
+	zend_first_try {
+		pw_fill_request_info(boot);
+		if (php_request_startup() == FAILURE) {
+			result = PW_RUN_STARTUP_FAILED;
+		} else {
+			zend_file_handle file;
+			zend_stream_init_filename(&file, boot->script_filename);
+			file.primary_script = 1;
+			pw_in_boot_request = true;
+			EG(exit_status) = 0;
+			php_execute_script(&file);
+			zend_destroy_file_handle(&file);
+			*fatal = pw_fatal_error_happened();
+			*exit_status = EG(exit_status);
+		}
+		/* Shuts down whichever request is active: the boot one, the idle one, or the
+		 * HTTP request a fatal error interrupted (it gets the rest of the output). */
+		php_request_shutdown(NULL);
+	} zend_catch {
+		result = PW_RUN_UNHEALTHY;
+	} zend_end_try();
+
+	pw_in_boot_request = false;
+	pw_clear_request_info();
+	return result;
+}
+
+/* Starts the idle pseudo-request, so code after the worker's loop (and PHP's own
+ * request shutdown) runs against an active request whose output goes to the log. */
+static void pw_start_idle_request(void)
+{
+	pw_shim_request idle;
+	pw_rs_worker_idle(&idle);
+	pw_worker_request_startup(&idle);
+}
+
+void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
+{
+	zend_fcall_info fci;
+	zend_fcall_info_cache fcc;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_FUNC(fci, fcc)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!pw_rs_worker_active()) {
+		zend_throw_exception(spl_ce_RuntimeException,
+		                     "frankenphp_handle_request() called while not in worker mode", 0);
+		RETURN_THROWS();
+	}
+	if (pw_in_boot_request) {
+		pw_worker_request_shutdown();
+		pw_in_boot_request = false;
+	}
+
+	/* Waiting for a request is not execution time. */
+	zend_unset_timeout();
+
+	pw_shim_request req;
+	bool has_request = pw_rs_worker_wait(&req);
+	if (pw_worker_request_startup(&req) == FAILURE) {
+		if (has_request) {
+			pw_rs_worker_done(true);
+		}
+		RETURN_FALSE;
+	}
+	if (!has_request) {
+		RETURN_FALSE;
+	}
+	zend_set_timeout(INI_INT("max_execution_time"), 0);
+
+	zval retval;
+	ZVAL_UNDEF(&retval);
+	fci.retval = &retval;
+	if (zend_call_function(&fci, &fcc) == SUCCESS) {
+		zval_ptr_dtor(&retval);
+	}
+
+	bool exited = false;
+	if (EG(exception)) {
+		if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
+			/* An uncaught exception ends the request and the script, like a fatal
+			 * error: its message goes to the client, then PHP unwinds to the end of
+			 * the script, where the thread finishes the request with a 500. */
+			zend_exception_error(EG(exception), E_ERROR);
+			zend_bailout();
+		}
+		exited = true;
+	}
+
+	zend_unset_timeout();
+	if (exited) {
+		/* exit() unwinds the script after this request: let its request shutdown run
+		 * without the pending unwind, then put it back. */
+		zend_object *unwind = EG(exception);
+		EG(exception) = NULL;
+		pw_worker_request_shutdown();
+		pw_rs_worker_done(true);
+		pw_start_idle_request();
+		EG(exception) = unwind;
+		RETURN_TRUE;
+	}
+	pw_worker_request_shutdown();
+	pw_rs_worker_done(false);
+	RETURN_TRUE;
+}
+
+/* ---- other PHP functions --------------------------------------------------------- */
+
+void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+
+	void *ctx = SG(server_context);
+	if (!ctx || !pw_rs_is_client(ctx)) {
+		RETURN_FALSE;
+	}
+	php_output_end_all();
+	php_header();
+	RETURN_BOOL(pw_rs_finish_early(ctx));
+}
+
+static void pw_forward_headers(void *ctx)
+{
+	zend_llist_position pos;
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&SG(sapi_headers).headers, &pos); h;
+	     h = zend_llist_get_next_ex(&SG(sapi_headers).headers, &pos)) {
+		pw_rs_header(ctx, h->header, h->header_len);
+	}
+}
+
+void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value)
+{
+	zend_long status = 200;
+
+	ZEND_PARSE_PARAMETERS_START(0, 1)
+		Z_PARAM_OPTIONAL
+		Z_PARAM_LONG(status)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (status >= 100 && status < 200) {
+		void *ctx = SG(server_context);
+		if (!ctx || SG(headers_sent) || !pw_rs_is_client(ctx)) {
+			RETURN_LONG(SAPI_HEADER_SEND_FAILED);
+		}
+		pw_forward_headers(ctx);
+		RETURN_LONG(pw_rs_informational(ctx, (int)status) ? SAPI_HEADER_SENT_SUCCESSFULLY : SAPI_HEADER_SEND_FAILED);
+	}
+	SG(sapi_headers).http_response_code = (int)status;
+	RETURN_LONG(sapi_send_headers());
+}
+
+void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+
+	array_init(return_value);
+	void *ctx = SG(server_context);
+	if (!ctx || !pw_rs_is_client(ctx)) {
+		return;
+	}
+	pw_shim_vars vars = {0};
+	pw_rs_request_vars(ctx, &vars);
+	char name[256];
+	for (size_t i = 0; i < vars.pairs; i++) {
+		const uint32_t *s = vars.spans + 4 * i;
+		const char *var = vars.block + s[0];
+		size_t len = s[1];
+		if (len <= 5 || len - 5 >= sizeof(name) || strncmp(var, "HTTP_", 5) != 0) {
+			continue;
+		}
+		/* HTTP_X_FORWARDED_FOR -> X-Forwarded-For */
+		bool word_start = true;
+		for (size_t j = 5; j < len; j++) {
+			char c = var[j];
+			if (c == '_') {
+				name[j - 5] = '-';
+				word_start = true;
+			} else {
+				name[j - 5] = word_start ? c : (char)tolower((unsigned char)c);
+				word_start = false;
+			}
+		}
+		add_assoc_stringl_ex(return_value, name, len - 5, (char *)vars.block + s[2], s[3]);
+	}
+}
+
+void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+
+	array_init(return_value);
+	zend_llist_position pos;
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&SG(sapi_headers).headers, &pos); h;
+	     h = zend_llist_get_next_ex(&SG(sapi_headers).headers, &pos)) {
+		const char *colon = memchr(h->header, ':', h->header_len);
+		if (!colon) {
+			continue;
+		}
+		size_t name_len = colon - h->header;
+		while (name_len && (h->header[name_len - 1] == ' ' || h->header[name_len - 1] == '\t')) {
+			name_len--;
+		}
+		if (!name_len) {
+			continue;
+		}
+		const char *value = colon + 1;
+		const char *end = h->header + h->header_len;
+		while (value < end && (*value == ' ' || *value == '\t')) {
+			value++;
+		}
+		add_assoc_stringl_ex(return_value, h->header, name_len, (char *)value, end - value);
+	}
+}
+
+/* ---- stopping a stuck script ------------------------------------------------------- */
+
+void pw_shim_kill_slot(pw_kill_slot *slot)
+{
+	slot->thread = pthread_self();
+	slot->timer = &EG(max_execution_timer_timer);
+}
+
+bool pw_shim_kill(const pw_kill_slot *slot)
+{
+	/* PHP's timeout handler only acts on signals that carry this thread's timer. */
+	union sigval value;
+	value.sival_ptr = slot->timer;
+	return pthread_sigqueue(slot->thread, SIGRTMIN, value) == 0;
 }

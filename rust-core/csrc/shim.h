@@ -13,9 +13,13 @@
 #ifndef PHP_WORKER_SHIM_H
 #define PHP_WORKER_SHIM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+typedef struct _zend_execute_data zend_execute_data;
+typedef struct _zval_struct zval;
 
 /* One request as PHP needs it. Every string is NUL-terminated, owned by Rust and valid
  * until pw_shim_run_script returns. */
@@ -61,6 +65,33 @@ void pw_shim_thread_shutdown(void);
  * when the script ended on a fatal error or an uncaught exception. */
 pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal);
 
+/* Runs a worker script with `boot` as the request it sees while it boots; the script
+ * serves HTTP requests through frankenphp_handle_request() until it returns. *fatal and
+ * *exit_status tell how the script ended. */
+pw_run_result pw_shim_run_worker(const pw_shim_request *boot, bool *fatal, int *exit_status);
+
+/* What it takes to stop the script running on a PHP thread from another thread, the way
+ * max_execution_time does: the thread and its execution timer. */
+typedef struct pw_kill_slot {
+	pthread_t thread;
+	void *timer;
+} pw_kill_slot;
+
+/* Fills the kill slot of the calling PHP thread (after pw_shim_thread_init). */
+void pw_shim_kill_slot(pw_kill_slot *slot);
+
+/* Makes the script on the slot's thread fail with "Maximum execution time exceeded" at
+ * its next instruction, interrupting a blocking sleep. Returns false if the signal could
+ * not be sent. Safe from any thread while the target thread is alive. */
+bool pw_shim_kill(const pw_kill_slot *slot);
+
+/* The PHP functions of the php_worker module (registered from src/functions.rs). */
+void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value);
+void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value);
+void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);
+void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value);
+void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
+
 /* Hooks implemented in Rust (src/sapi.rs). ctx is the pw_shim_request.ctx of the request
  * running on the calling thread, or NULL outside a request. None of them calls PHP. */
 size_t pw_rs_ub_write(void *ctx, const char *str, size_t len, bool *aborted);
@@ -73,5 +104,25 @@ void pw_rs_server_vars(void *ctx, pw_shim_vars *process_env, pw_shim_vars *reque
 char *pw_rs_getenv(void *ctx, const char *name, size_t len);
 int pw_rs_proto_num(void *ctx);
 void pw_rs_log(void *ctx, const char *message, int syslog_level);
+/* True when ctx answers an HTTP client (not a worker booting or idle). */
+bool pw_rs_is_client(void *ctx);
+/* fastcgi_finish_request(): completes the response now; false if already complete. */
+bool pw_rs_finish_early(void *ctx);
+/* headers_send() with a 1xx status, after pw_rs_header() for each current header. */
+bool pw_rs_informational(void *ctx, int status);
+/* The request's own variables (not the configured env), for the request-headers function. */
+void pw_rs_request_vars(void *ctx, pw_shim_vars *vars);
+
+/* Worker-mode hooks (src/worker.rs), called from frankenphp_handle_request(). */
+/* True on a thread running a worker script. */
+bool pw_rs_worker_active(void);
+/* Waits for the next request and fills *req with it: true. When the script must stop
+ * (shutdown, max_requests) fills *req with the idle pseudo-request instead: false. */
+bool pw_rs_worker_wait(pw_shim_request *req);
+/* The request from the last pw_rs_worker_wait() is over; `failed` when it ended on an
+ * error or exit() (a 500 unless a response already left). */
+void pw_rs_worker_done(bool failed);
+/* Fills *req with the idle pseudo-request: output goes to the log. */
+void pw_rs_worker_idle(pw_shim_request *req);
 
 #endif

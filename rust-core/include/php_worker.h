@@ -65,6 +65,10 @@
 // Response flag: the response is complete; this is the last call for the request.
 #define PHP_WORKER_RESPONSE_DONE 2
 
+// Response flag: an informational (1xx) response, such as 103 Early Hints, carrying
+// `status` and `headers`; the final response follows in later calls.
+#define PHP_WORKER_RESPONSE_INFORMATIONAL 4
+
 // Log levels of the `log` callback.
 #define PHP_WORKER_LOG_DEBUG 0
 
@@ -131,6 +135,7 @@ typedef struct {
 // valid only during the callback: the host copies what it keeps.
 typedef struct {
   // The HTTP status on the first call for a request, with `headers`; 0 on later calls.
+  // An informational call carries its own 1xx status and headers.
   int32_t status;
   const php_worker_header_t *headers;
   size_t headers_len;

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 
@@ -13,8 +14,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
 use crate::request::Request;
-use crate::shim::{self, ShimVars};
+use crate::shim::{self, KillSlot, ShimVars};
 use crate::thread;
+use crate::worker::{self, WorkerSpec};
 
 /// Stack of every PHP thread: PHP 8.2 has no stack-overflow guard, so give deep
 /// recursion the room a main thread would have.
@@ -80,27 +82,76 @@ pub fn set_thread_shared(shared: Option<Arc<Shared>>) {
     THREAD_SHARED.with(|s| *s.borrow_mut() = shared);
 }
 
+/// The PHP threads alive in an engine, with what it takes to stop their scripts.
+#[derive(Default)]
+pub struct ThreadSlots {
+    slots: Mutex<Vec<(u64, KillSlot)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl ThreadSlots {
+    /// Registers the calling PHP thread (after pw_shim_thread_init).
+    pub fn register(&self) -> u64 {
+        let mut slot = KillSlot { thread: 0, timer: std::ptr::null_mut() };
+        // SAFETY: called on an initialised PHP thread with a writable slot.
+        unsafe { shim::pw_shim_kill_slot(&mut slot) };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).push((id, slot));
+        id
+    }
+
+    /// Unregisters a thread before it frees its PHP context.
+    pub fn unregister(&self, id: u64) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    }
+
+    /// Stops every registered thread's script the way a timeout does; the count.
+    fn kill_all(&self) -> usize {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: a registered thread is alive: it unregisters (under this lock) first.
+        slots.iter().filter(|(_, slot)| unsafe { shim::pw_shim_kill(slot) }).count()
+    }
+}
+
+/// What a pool's threads run.
+enum PoolKind {
+    Classic,
+    Worker(Arc<WorkerSpec>),
+}
+
 /// A queue and the PHP threads that serve it.
 struct Pool {
     jobs: RwLock<Option<Sender<Box<Request>>>>,
+    stop: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Pool {
-    fn start(name: &str, threads: usize, capacity: usize, shared: &Arc<Shared>) -> Result<Pool> {
+    fn start(kind: PoolKind, name: &str, threads: usize, capacity: usize, shared: &Arc<Shared>, slots: &Arc<ThreadSlots>) -> Result<Pool> {
         let (tx, rx) = crossbeam_channel::bounded::<Box<Request>>(capacity);
-        let mut handles = Vec::with_capacity(threads);
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+        let kind = Arc::new(kind);
+        let pool = Pool { jobs: RwLock::new(Some(tx)), stop: Mutex::new(Some(stop_tx)), threads: Mutex::new(Vec::new()) };
         for i in 0..threads {
-            let (rx, shared) = (rx.clone(), shared.clone());
+            let (rx, stop_rx, shared, slots, kind) = (rx.clone(), stop_rx.clone(), shared.clone(), slots.clone(), kind.clone());
             let thread_name = format!("{name}-{i}");
-            let handle = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(thread_name.clone())
                 .stack_size(PHP_THREAD_STACK)
-                .spawn(move || thread::serve(&thread_name, &rx, &shared))
-                .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
-            handles.push(handle);
+                .spawn(move || match &*kind {
+                    PoolKind::Classic => thread::serve(&thread_name, &rx, &shared, &slots),
+                    PoolKind::Worker(spec) => worker::serve(&thread_name, spec, &rx, &stop_rx, &shared, &slots),
+                });
+            match spawned {
+                Ok(handle) => pool.threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle),
+                Err(e) => {
+                    pool.close();
+                    pool.join_all();
+                    return Err(Error::Startup(format!("cannot spawn a PHP thread: {e}")));
+                }
+            }
         }
-        Ok(Pool { jobs: RwLock::new(Some(tx)), threads: Mutex::new(handles) })
+        Ok(pool)
     }
 
     fn submit(&self, request: Box<Request>) -> Result<()> {
@@ -119,11 +170,18 @@ impl Pool {
         })
     }
 
-    /// Closes the queue, lets the threads finish what is queued, and waits for them.
-    fn drain(&self) {
+    /// Closes the queue: threads finish what is queued and running, then exit.
+    fn close(&self) {
         self.jobs.write().unwrap_or_else(|e| e.into_inner()).take();
-        let handles = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for h in handles {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    fn all_finished(&self) -> bool {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).iter().all(JoinHandle::is_finished)
+    }
+
+    fn join_all(&self) {
+        for h in std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner())) {
             let _ = h.join();
         }
     }
@@ -137,14 +195,20 @@ struct MainThread {
 /// A running PHP engine.
 pub struct Engine {
     shared: Arc<Shared>,
-    classic: Pool,
+    /// Index 0 is the classic pool; worker `i` of the config is pool `i + 1`.
+    pools: Vec<Pool>,
+    slots: Arc<ThreadSlots>,
+    grace: Duration,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
 }
 
+/// After a forced stop, how long threads get to unwind before the engine gives up on them.
+const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
+
 impl Engine {
     /// Starts PHP: TSRM, SAPI and modules on a main thread of its own, then the pools.
-    /// Returns once every thread is ready for requests.
+    /// Returns once every thread is running.
     pub fn start(config: &Config, host: Host) -> Result<Engine> {
         if ENGINE_ALIVE.swap(true, Ordering::AcqRel) {
             return Err(Error::AlreadyRunning);
@@ -156,19 +220,48 @@ impl Engine {
         let shared = Arc::new(Shared { host, process_env: VarBlock::from_process_env() });
         let ini = CString::new(config.ini_entries()?).map_err(|_| Error::Config("NUL in php_ini".into()))?;
         let main = start_main_thread(ini, shared.clone())?;
-        let classic = match Pool::start("php", config.num_threads, config.queue_capacity, &shared) {
-            Ok(pool) => pool,
+        let slots = Arc::new(ThreadSlots::default());
+        let mut pools = Vec::with_capacity(config.workers.len() + 1);
+        let mut started = Pool::start(PoolKind::Classic, "php", config.num_threads, config.queue_capacity, &shared, &slots);
+        for (i, w) in config.workers.iter().enumerate() {
+            let Ok(pool) = started else { break };
+            pools.push(pool);
+            let spec = Arc::new(WorkerSpec::new(w.clone()));
+            started = Pool::start(PoolKind::Worker(spec), &format!("php-w{}", i + 1), w.num, config.queue_capacity, &shared, &slots);
+        }
+        match started {
+            Ok(pool) => pools.push(pool),
             Err(e) => {
+                for pool in &pools {
+                    pool.close();
+                }
+                for pool in &pools {
+                    pool.join_all();
+                }
                 stop_main_thread(main);
                 return Err(e);
             }
-        };
+        }
+        let workers: usize = config.workers.iter().map(|w| w.num).sum();
         shared.host.log(
             0,
             Level::Info,
-            &format!("PHP {} started with {} threads", crate::PHP_VERSION, config.num_threads),
+            &format!(
+                "PHP {} started: {} classic threads, {} worker threads in {} pools",
+                crate::PHP_VERSION,
+                config.num_threads,
+                workers,
+                config.workers.len()
+            ),
         );
-        Ok(Engine { shared, classic, main: Mutex::new(Some(main)), running: AtomicBool::new(true) })
+        Ok(Engine {
+            shared,
+            pools,
+            slots,
+            grace: Duration::from_millis(config.shutdown_grace_ms),
+            main: Mutex::new(Some(main)),
+            running: AtomicBool::new(true),
+        })
     }
 
     /// Queues a request. On error the request was not taken: the caller answers it.
@@ -177,9 +270,10 @@ impl Engine {
             request.disown();
             return Err(Error::Stopped);
         }
-        match request.pool() {
-            0 => self.classic.submit(request),
-            id => {
+        let id = request.pool();
+        match self.pools.get(id as usize) {
+            Some(pool) => pool.submit(request),
+            None => {
                 request.disown();
                 Err(Error::UnknownPool(id))
             }
@@ -190,22 +284,52 @@ impl Engine {
         &self.shared
     }
 
-    /// Stops taking requests, finishes the queued and running ones, stops PHP. Blocks
-    /// until done; calling it again does nothing.
+    /// Stops taking requests, lets queued and running ones finish for up to the grace
+    /// period, stops scripts still running after it, then stops PHP. Blocks until done;
+    /// calling it again does nothing.
     pub fn shutdown(&self) {
+        let Some(main) = self.main.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
         self.running.store(false, Ordering::Release);
-        self.classic.drain();
-        if let Some(main) = self.main.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            stop_main_thread(main);
-            self.shared.host.log(0, Level::Info, "PHP stopped");
+        for pool in &self.pools {
+            pool.close();
         }
+        let finished = |deadline: Instant| loop {
+            if self.pools.iter().all(Pool::all_finished) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if !finished(Instant::now() + self.grace) {
+            let killed = self.slots.kill_all();
+            self.shared.host.log(0, Level::Warn, &format!(
+                "{killed} PHP scripts were still running {} ms after shutdown began: stopping them",
+                self.grace.as_millis()
+            ));
+            if !finished(Instant::now() + AFTER_KILL_WAIT) {
+                // A thread stuck outside PHP (a blocking call that ignores signals) cannot
+                // be stopped; PHP cannot shut down under it. Leave it to the process exit.
+                self.shared.host.log(0, Level::Error, "PHP threads did not stop; leaving PHP running until the process exits");
+                std::mem::forget(main);
+                return;
+            }
+        }
+        for pool in &self.pools {
+            pool.join_all();
+        }
+        stop_main_thread(main);
+        ENGINE_ALIVE.store(false, Ordering::Release);
+        self.shared.host.log(0, Level::Info, "PHP stopped");
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
-        ENGINE_ALIVE.store(false, Ordering::Release);
     }
 }
 
@@ -371,6 +495,10 @@ pub(crate) mod tests {
 
     /// Submits a request and waits for its DONE; returns the calls made for it.
     fn run(engine: &Engine, path: &str, vars: &[(&str, &str)], env_pairs: u32, body: &[u8]) -> Vec<Call> {
+        run_in(engine, 0, path, vars, env_pairs, body)
+    }
+
+    fn run_in(engine: &Engine, pool: u32, path: &str, vars: &[(&str, &str)], env_pairs: u32, body: &[u8]) -> Vec<Call> {
         use crate::request::tests::{encode, fields};
         let handle = new_handle();
         let mut f = fields(if body.is_empty() { "GET" } else { "POST" }, path);
@@ -379,7 +507,7 @@ pub(crate) mod tests {
         let (block, spans) = encode(&f, vars, body);
         let request = Request::new(
             engine.shared().clone(),
-            0,
+            pool,
             &block,
             &spans,
             env_pairs,
@@ -466,5 +594,94 @@ pub(crate) mod tests {
             let s = script("two.php", "<?php echo 2;");
             assert_eq!(body(&run(engine, &s, &[], 0, b"")), "2");
         });
+    }
+
+    fn worker_config(file: &str, extra: &str) -> String {
+        format!(
+            r#"{{"num_threads":1,"shutdown_grace_ms":2000,"php_ini":{{"display_errors":"1","html_errors":"0"}},
+               "workers":[{{"name":"w","file":"{file}","num":1,"env":[["FRANKENPHP_WORKER","1"]]{extra}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_worker_keeps_its_state_and_resets_the_request() {
+        let w = script(
+            "counter-worker.php",
+            "<?php $n = 0; $booted = $_SERVER['FRANKENPHP_WORKER'] ?? 'no';
+             while (frankenphp_handle_request(function () use (&$n, $booted) {
+                 $n++; header('X-N: ' . $n);
+                 echo 'requests:', $n, '|', $booted, '|', $_GET['a'] ?? '-', '|', $_SERVER['FOO'] ?? '-';
+             })) {}",
+        );
+        with_engine(&worker_config(&w, ""), |engine| {
+            let first = run_in(engine, 1, &w, &[("FOO", "one")], 0, b"");
+            assert_eq!(body(&first), "requests:1|1|1|one");
+            assert!(first[0].headers.contains(&("X-N".into(), "1".into())));
+            let second = run_in(engine, 1, &w, &[], 0, b"");
+            assert_eq!(body(&second), "requests:2|1|1|-", "$_SERVER is the new request's");
+            assert!(second[0].headers.iter().all(|(k, v)| k != "X-N" || v == "2"), "headers do not carry over");
+        });
+    }
+
+    #[test]
+    fn a_failing_request_gets_a_500_and_the_worker_restarts() {
+        let w = script(
+            "crashy-worker.php",
+            "<?php $n = 0; while (frankenphp_handle_request(function () use (&$n) {
+                 $n++; if (($_GET['a'] ?? '') === 'boom') { throw new LogicException('boom'); }
+                 echo 'n=', $n;
+             })) {}",
+        );
+        with_engine(&worker_config(&w, ""), |engine| {
+            assert_eq!(body(&run_in(engine, 1, &w, &[], 0, b"")), "n=1");
+            let mut f = crate::request::tests::fields("GET", &w);
+            f[crate::ffi::Field::QueryString as usize] = "a=boom";
+            let calls = run_fields(engine, 1, &f);
+            assert_eq!(calls[0].status, 500);
+            assert!(body(&calls).contains("Uncaught LogicException: boom"), "{}", body(&calls));
+            assert_eq!(body(&run_in(engine, 1, &w, &[], 0, b"")), "n=1", "a fresh script serves the next request");
+        });
+    }
+
+    #[test]
+    fn max_requests_recycles_the_script() {
+        let w = script(
+            "recycled-worker.php",
+            "<?php $n = 0; while (frankenphp_handle_request(function () use (&$n) { $n++; echo $n; })) {}",
+        );
+        with_engine(&worker_config(&w, r#","max_requests":2"#), |engine| {
+            let bodies: Vec<String> = (0..5).map(|_| body(&run_in(engine, 1, &w, &[], 0, b""))).collect();
+            assert_eq!(bodies, vec!["1", "2", "1", "2", "1"]);
+        });
+    }
+
+    #[test]
+    fn handle_request_outside_a_worker_throws() {
+        with_engine(r#"{"num_threads":1,"php_ini":{"display_errors":"1","html_errors":"0"}}"#, |engine| {
+            let s = script(
+                "not-a-worker.php",
+                "<?php try { frankenphp_handle_request(fn () => null); } catch (RuntimeException $e) { echo $e->getMessage(); }",
+            );
+            assert_eq!(body(&run(engine, &s, &[], 0, b"")), "frankenphp_handle_request() called while not in worker mode");
+        });
+    }
+
+    fn run_fields(engine: &Engine, pool: u32, fields: &[&str]) -> Vec<Call> {
+        use crate::request::tests::encode;
+        let handle = new_handle();
+        let (block, spans) = encode(fields, &[], b"");
+        let request = Request::new(engine.shared().clone(), pool, &block, &spans, 0, 0, 0, 1, handle).unwrap();
+        engine.submit(request).unwrap();
+        wait_done(handle)
+    }
+
+    fn wait_done(handle: usize) -> Vec<Call> {
+        let mut calls = EXCHANGES.calls.lock().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !calls.iter().any(|c| c.handle == handle && c.flags & crate::ffi::PHP_WORKER_RESPONSE_DONE != 0) {
+            assert!(std::time::Instant::now() < deadline, "no response");
+            calls = EXCHANGES.done.wait_timeout(calls, std::time::Duration::from_millis(100)).unwrap().0;
+        }
+        calls.iter().filter(|c| c.handle == handle).cloned().collect()
     }
 }

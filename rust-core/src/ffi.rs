@@ -34,6 +34,9 @@ pub const PHP_WORKER_REQUEST_BODY_COMPLETE: u32 = 1;
 pub const PHP_WORKER_RESPONSE_FLUSH: u32 = 1;
 /// Response flag: the response is complete; this is the last call for the request.
 pub const PHP_WORKER_RESPONSE_DONE: u32 = 2;
+/// Response flag: an informational (1xx) response, such as 103 Early Hints, carrying
+/// `status` and `headers`; the final response follows in later calls.
+pub const PHP_WORKER_RESPONSE_INFORMATIONAL: u32 = 4;
 
 /// Log levels of the `log` callback.
 pub const PHP_WORKER_LOG_DEBUG: i32 = 0;
@@ -84,6 +87,7 @@ pub struct Header {
 #[derive(Debug)]
 pub struct Response {
     /// The HTTP status on the first call for a request, with `headers`; 0 on later calls.
+    /// An informational call carries its own 1xx status and headers.
     pub status: i32,
     pub headers: *const Header,
     pub headers_len: usize,

@@ -8,7 +8,9 @@
 //! Layout:
 //! - `ffi`: every `extern "C"` export and ABI type; nothing else is exported.
 //! - `engine`: engine lifetime (main PHP thread, pools, shutdown).
-//! - `thread`: the loop of one PHP thread.
+//! - `thread`: the loop of one classic PHP thread.
+//! - `worker`: worker mode: a script booted once serving requests through
+//!   `frankenphp_handle_request()`.
 //! - `request`: a request's description and its response state.
 //! - `sapi`: the hooks PHP's SAPI callbacks (in csrc/shim.c) forward to.
 //! - `functions`: the PHP extension (functions visible to scripts).
@@ -27,6 +29,7 @@ pub mod request;
 mod sapi;
 mod shim;
 mod thread;
+mod worker;
 
 /// Version of the PHP this crate was built against.
 pub const PHP_VERSION: &str = env!("PHP_WORKER_PHP_VERSION");

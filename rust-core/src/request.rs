@@ -11,6 +11,7 @@ use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::ffi::{
     Field, Header, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH,
+    PHP_WORKER_RESPONSE_INFORMATIONAL,
 };
 use crate::host::Level;
 
@@ -96,6 +97,11 @@ impl Request {
         self.content_length
     }
 
+    /// How many of the trailing `$_SERVER` pairs are the configured env.
+    pub fn env_pairs(&self) -> usize {
+        self.env_pairs
+    }
+
     /// What `php_worker_request_cancel` acts on.
     pub fn run_state(&self) -> &RunState {
         &self.state
@@ -163,6 +169,37 @@ impl Request {
     pub fn disown(&self) {
         self.finished.set(true);
     }
+
+    /// A request no host waits for: what a worker script sees while it boots. `fields`
+    /// are in [`Field`] order; the last `env_pairs` of `vars` answer getenv().
+    pub fn synthetic(shared: Arc<Shared>, fields: &[&str], vars: &[(&str, &str)], env_pairs: usize) -> Box<Request> {
+        let (block, spans) = encode(fields, vars, b"");
+        let request = Request::new(shared, 0, &block, &spans, env_pairs as u32, 0, 0, PHP_WORKER_REQUEST_BODY_COMPLETE, 0)
+            .expect("a synthetic request follows the layout");
+        request.disown();
+        request
+    }
+}
+
+/// Lays strings out the way the host does for php_worker_request_submit().
+pub fn encode(fields: &[&str], vars: &[(&str, &str)], body: &[u8]) -> (Vec<u8>, Vec<u32>) {
+    let mut block = Vec::new();
+    let mut spans = Vec::new();
+    let mut push = |s: &str| {
+        spans.push(block.len() as u32);
+        spans.push(s.len() as u32);
+        block.extend_from_slice(s.as_bytes());
+        block.push(0);
+    };
+    for f in fields {
+        push(f);
+    }
+    for (k, v) in vars {
+        push(k);
+        push(v);
+    }
+    block.extend_from_slice(body);
+    (block, spans)
 }
 
 impl Drop for Request {
@@ -203,6 +240,13 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    fn clear(&mut self) {
+        self.output.clear();
+        self.header_text.clear();
+        self.header_spans.clear();
+        self.headers.clear();
+    }
+
     /// Drops buffers a large response grew, so an idle thread does not hold them.
     fn trim(&mut self) {
         if self.output.capacity() > 4 * STREAM_CHUNK {
@@ -216,48 +260,76 @@ impl Scratch {
     }
 }
 
+/// Where the output of a running script goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// To the HTTP client, through the host's `respond` callback.
+    Client,
+    /// To the log, line by line: a worker script booting or between requests.
+    Log,
+}
+
 /// The response side of a running request. A pointer to it is PHP's
 /// `SG(server_context)`; the SAPI hooks in src/sapi.rs reach it through that pointer.
-pub struct RequestContext<'a> {
-    request: &'a Request,
-    scratch: &'a mut Scratch,
+pub struct RequestContext {
+    request: Box<Request>,
+    scratch: Scratch,
+    sink: Sink,
     body_pos: usize,
     status: i32,
     headers_ready: bool,
     headers_sent: bool,
     aborted: bool,
+    /// DONE went to the host (fastcgi_finish_request): later output is dropped and the
+    /// host's handle is no longer valid.
+    detached: bool,
 }
 
-impl<'a> RequestContext<'a> {
-    pub fn new(request: &'a Request, scratch: &'a mut Scratch) -> Self {
-        scratch.output.clear();
-        scratch.header_text.clear();
-        scratch.header_spans.clear();
+impl RequestContext {
+    pub fn new(request: Box<Request>, mut scratch: Scratch, sink: Sink) -> Self {
+        scratch.clear();
+        let body_pos = request.body_start;
         RequestContext {
             request,
             scratch,
-            body_pos: request.body_start,
+            sink,
+            body_pos,
             status: 200,
             headers_ready: false,
             headers_sent: false,
             aborted: false,
+            detached: sink == Sink::Log,
         }
     }
 
     pub fn request(&self) -> &Request {
-        self.request
+        &self.request
+    }
+
+    pub fn sink(&self) -> Sink {
+        self.sink
     }
 
     pub fn shared(&self) -> &Shared {
         &self.request.shared
     }
 
+    /// Logs on behalf of this request; the host's handle goes along while it is valid.
     pub fn log(&self, level: Level, message: &str) {
-        self.shared().host.log(self.request.handle, level, message);
+        let handle = if self.detached { 0 } else { self.request.handle };
+        self.shared().host.log(handle, level, message);
     }
 
     /// Output from PHP. Returns false when the client is gone.
     pub fn write(&mut self, data: &[u8]) -> bool {
+        if self.sink == Sink::Log {
+            self.scratch.output.extend_from_slice(data);
+            self.log_complete_lines();
+            return true;
+        }
+        if self.detached {
+            return true;
+        }
         if self.aborted {
             return false;
         }
@@ -271,8 +343,33 @@ impl<'a> RequestContext<'a> {
         true
     }
 
+    fn log_complete_lines(&mut self) {
+        let Some(end) = self.scratch.output.iter().rposition(|&b| b == b'\n') else {
+            if self.scratch.output.len() >= STREAM_CHUNK {
+                self.log_rest();
+            }
+            return;
+        };
+        let lines: Vec<u8> = self.scratch.output.drain(..=end).collect();
+        for line in lines[..lines.len() - 1].split(|&b| b == b'\n') {
+            if !line.is_empty() {
+                self.log(Level::Info, &String::from_utf8_lossy(line));
+            }
+        }
+    }
+
+    fn log_rest(&mut self) {
+        let rest = std::mem::take(&mut self.scratch.output);
+        if !rest.iter().all(u8::is_ascii_whitespace) {
+            self.log(Level::Info, &String::from_utf8_lossy(&rest));
+        }
+    }
+
     /// PHP's flush(): send what is buffered, headers included. False when the client is gone.
     pub fn flush(&mut self) -> bool {
+        if self.sink == Sink::Log || self.detached {
+            return true;
+        }
         if self.aborted {
             return false;
         }
@@ -304,13 +401,38 @@ impl<'a> RequestContext<'a> {
         self.headers_ready = true;
     }
 
+    /// headers_send() with a 1xx status: an informational response (103 Early Hints)
+    /// carrying the headers added since the last call. Returns false when it could not
+    /// be sent (headers already sent, or the client is gone).
+    pub fn informational(&mut self, status: i32) -> bool {
+        if self.sink == Sink::Log || self.detached || self.headers_sent || self.aborted {
+            self.scratch.header_text.clear();
+            self.scratch.header_spans.clear();
+            return false;
+        }
+        self.collect_headers();
+        let delivered = self.request.shared.host.respond(
+            self.request.handle,
+            status,
+            &self.scratch.headers,
+            &[],
+            PHP_WORKER_RESPONSE_INFORMATIONAL,
+        );
+        self.scratch.header_text.clear();
+        self.scratch.header_spans.clear();
+        if !delivered {
+            self.aborted = true;
+        }
+        delivered
+    }
+
     /// Request body for PHP: first what the host read ahead, then from the host.
     pub fn read_body(&mut self, buf: &mut [u8]) -> usize {
         let inline = &self.request.block[self.body_pos..];
         let n = inline.len().min(buf.len());
         buf[..n].copy_from_slice(&inline[..n]);
         self.body_pos += n;
-        if n == buf.len() || self.request.body_complete || self.aborted {
+        if n == buf.len() || self.request.body_complete || self.aborted || self.detached {
             return n;
         }
         let mut filled = n;
@@ -327,9 +449,32 @@ impl<'a> RequestContext<'a> {
         filled
     }
 
-    /// The end of the script: sends the rest of the response with DONE. A fatal error
-    /// whose output has not left yet becomes a 500, as with php-fpm and display_errors off.
-    pub fn finish(&mut self, fatal: bool) {
+    /// fastcgi_finish_request(): the response is complete now; the client is released
+    /// and the script goes on with its output discarded. False when already finished.
+    pub fn finish_early(&mut self) -> bool {
+        if self.detached {
+            return false;
+        }
+        self.complete(false);
+        true
+    }
+
+    /// The end of the script: sends the rest of the response with DONE, and gives the
+    /// thread its buffers back. A fatal error whose output has not left yet becomes a
+    /// 500, as with php-fpm and display_errors off.
+    pub fn finish(mut self, fatal: bool) -> Scratch {
+        if self.sink == Sink::Log {
+            self.log_rest();
+        } else if !self.detached {
+            self.complete(fatal);
+        }
+        self.request.finished.set(true);
+        let mut scratch = self.scratch;
+        scratch.trim();
+        scratch
+    }
+
+    fn complete(&mut self, fatal: bool) {
         if !self.headers_ready {
             // PHP never got to send headers: request startup failed.
             self.status = 500;
@@ -337,8 +482,23 @@ impl<'a> RequestContext<'a> {
             self.status = 500;
         }
         self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
+        self.detached = true;
         self.request.finished.set(true);
-        self.scratch.trim();
+    }
+
+    /// Builds the header list the host reads.
+    fn collect_headers(&mut self) {
+        let scratch = &mut self.scratch;
+        scratch.headers.clear();
+        let base = scratch.header_text.as_ptr();
+        scratch.headers.extend(scratch.header_spans.iter().map(|&[n, nl, v, vl]| Header {
+            // SAFETY: the spans index into header_text, which is not touched until the
+            // host returns.
+            name: unsafe { base.add(n) },
+            name_len: nl,
+            value: unsafe { base.add(v) },
+            value_len: vl,
+        }));
     }
 
     fn transmit_buffered(&mut self, flags: u32) -> bool {
@@ -351,22 +511,14 @@ impl<'a> RequestContext<'a> {
 
     fn transmit(&mut self, body: &[u8], flags: u32) -> bool {
         let status = if self.headers_sent { 0 } else { self.status };
-        let scratch = &mut *self.scratch;
-        scratch.headers.clear();
-        if !self.headers_sent {
-            let base = scratch.header_text.as_ptr();
-            scratch.headers.extend(scratch.header_spans.iter().map(|&[n, nl, v, vl]| Header {
-                // SAFETY: the spans index into header_text, which is not touched until
-                // the host returns.
-                name: unsafe { base.add(n) },
-                name_len: nl,
-                value: unsafe { base.add(v) },
-                value_len: vl,
-            }));
+        if self.headers_sent {
+            self.scratch.headers.clear();
+        } else {
+            self.collect_headers();
         }
         self.headers_sent = true;
         let delivered =
-            self.request.shared.host.respond(self.request.handle, status, &scratch.headers, body, flags);
+            self.request.shared.host.respond(self.request.handle, status, &self.scratch.headers, body, flags);
         if !delivered {
             self.aborted = true;
         }
@@ -393,27 +545,7 @@ fn trim(mut s: &[u8]) -> &[u8] {
 pub(crate) mod tests {
     use super::*;
     use crate::engine::tests::{calls_for, recording_shared};
-
-    /// Builds the host's request layout the way the Go module does.
-    pub fn encode(fields: &[&str], vars: &[(&str, &str)], body: &[u8]) -> (Vec<u8>, Vec<u32>) {
-        let mut block = Vec::new();
-        let mut spans = Vec::new();
-        let mut push = |s: &str| {
-            spans.push(block.len() as u32);
-            spans.push(s.len() as u32);
-            block.extend_from_slice(s.as_bytes());
-            block.push(0);
-        };
-        for f in fields {
-            push(f);
-        }
-        for (k, v) in vars {
-            push(k);
-            push(v);
-        }
-        block.extend_from_slice(body);
-        (block, spans)
-    }
+    pub use super::encode;
 
     pub fn fields<'a>(method: &'a str, script: &'a str) -> Vec<&'a str> {
         let mut f = vec![""; Field::Count as usize];
@@ -483,8 +615,7 @@ pub(crate) mod tests {
     #[test]
     fn small_output_leaves_in_one_callback_with_headers() {
         let (r, h) = request("GET", &[], 0, b"", true);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.add_header(b"Content-type: text/plain");
         ctx.add_header(b"X-A:  b ");
         ctx.add_header(b"no colon here");
@@ -492,7 +623,6 @@ pub(crate) mod tests {
         assert!(ctx.write(b"hello "));
         assert!(ctx.write(b"world"));
         ctx.finish(false);
-        drop(r);
         let calls = calls_for(h);
         assert_eq!(calls.len(), 1, "finish answers once; Drop adds nothing");
         let c = &calls[0];
@@ -505,8 +635,7 @@ pub(crate) mod tests {
     #[test]
     fn large_output_streams_in_chunks_and_flush_sends_headers_once() {
         let (r, h) = request("GET", &[], 0, b"", true);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.add_header(b"X-Once: 1");
         ctx.headers_done(200);
         assert!(ctx.flush());
@@ -526,8 +655,7 @@ pub(crate) mod tests {
     #[test]
     fn fatal_error_before_headers_leave_becomes_500() {
         let (r, h) = request("GET", &[], 0, b"", true);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.headers_done(200);
         ctx.write(b"Fatal error: boom");
         ctx.finish(true);
@@ -537,8 +665,7 @@ pub(crate) mod tests {
     #[test]
     fn fatal_error_after_a_flush_keeps_the_sent_status() {
         let (r, h) = request("GET", &[], 0, b"", true);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.headers_done(200);
         ctx.flush();
         ctx.finish(true);
@@ -549,8 +676,7 @@ pub(crate) mod tests {
     #[test]
     fn body_comes_from_the_inline_part_then_the_host() {
         let (r, _) = request("POST", &[], 0, b"abc", false);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         let mut buf = [0u8; 16];
         let n = ctx.read_body(&mut buf);
         // the test host serves "defgh" then EOF
@@ -562,8 +688,7 @@ pub(crate) mod tests {
     #[test]
     fn a_complete_inline_body_never_asks_the_host() {
         let (r, h) = request("POST", &[], 0, b"abc", true);
-        let mut scratch = Scratch::default();
-        let mut ctx = RequestContext::new(&r, &mut scratch);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         let mut buf = [0u8; 2];
         assert_eq!(ctx.read_body(&mut buf), 2);
         assert_eq!(ctx.read_body(&mut buf), 1);

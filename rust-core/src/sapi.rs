@@ -11,11 +11,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use crate::engine::with_thread_shared;
 use crate::ffi::Field;
 use crate::host::Level;
-use crate::request::RequestContext;
+use crate::request::{RequestContext, Sink};
 use crate::shim::ShimVars;
 
 /// Runs a hook body, turning a panic into `fallback`.
-fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+pub(crate) fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
         let msg = panic
             .downcast_ref::<&str>()
@@ -29,7 +29,7 @@ fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 
 /// # Safety
 /// `ctx` is NULL or the live `RequestContext` of this thread's request.
-unsafe fn context<'a>(ctx: *mut c_void) -> Option<&'a mut RequestContext<'a>> {
+unsafe fn context<'a>(ctx: *mut c_void) -> Option<&'a mut RequestContext> {
     // SAFETY: per the function contract.
     unsafe { ctx.cast::<RequestContext>().as_mut() }
 }
@@ -144,6 +144,38 @@ unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_
         match unsafe { context(ctx) } {
             Some(ctx) => ctx.log(level, &message),
             None => log_outside_request(level, &message),
+        }
+    })
+}
+
+/// True when `ctx` answers an HTTP client (not a worker booting or idle).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_is_client(ctx: *mut c_void) -> bool {
+    guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.sink() == Sink::Client))
+}
+
+/// fastcgi_finish_request(): the response is complete now.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_finish_early(ctx: *mut c_void) -> bool {
+    guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.finish_early()))
+}
+
+/// headers_send() with a 1xx status.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_informational(ctx: *mut c_void, status: c_int) -> bool {
+    guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.informational(status)))
+}
+
+/// The request's own `$_SERVER` pairs, without the configured env.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_request_vars(ctx: *mut c_void, vars: *mut ShimVars) {
+    guard((), || {
+        if let Some(ctx) = unsafe { context(ctx) } {
+            let request = ctx.request();
+            let (spans, pairs) = request.var_spans();
+            let own = pairs - request.env_pairs();
+            // SAFETY: the shim passes a writable struct.
+            unsafe { *vars = ShimVars { block: request.block().as_ptr().cast(), spans: spans.as_ptr(), pairs: own } };
         }
     })
 }

@@ -50,4 +50,24 @@ unsafe extern "C" {
     /// # Safety
     /// On an initialised PHP thread; every pointer in `req` valid until it returns.
     pub fn pw_shim_run_script(req: *const ShimRequest, fatal: *mut bool) -> RunResult;
+    /// # Safety
+    /// As `pw_shim_run_script`; the worker hooks in src/worker.rs must be armed.
+    pub fn pw_shim_run_worker(boot: *const ShimRequest, fatal: *mut bool, exit_status: *mut c_int) -> RunResult;
+    /// # Safety
+    /// On an initialised PHP thread; `slot` is writable.
+    pub fn pw_shim_kill_slot(slot: *mut KillSlot);
+    /// # Safety
+    /// `slot` was filled by a PHP thread that is still alive.
+    pub fn pw_shim_kill(slot: *const KillSlot) -> bool;
 }
+
+/// A PHP thread and its execution timer (csrc/shim.h `pw_kill_slot`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KillSlot {
+    pub thread: libc::pthread_t,
+    pub timer: *mut c_void,
+}
+
+// SAFETY: a pthread id and an address only used as a signal's payload.
+unsafe impl Send for KillSlot {}

@@ -1,26 +1,29 @@
-//! The life of one PHP thread: take a request from the pool's queue, run it, repeat.
+//! The life of one classic PHP thread: take a request from the pool's queue, run its
+//! script, repeat.
 
 use std::ffi::CString;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 
-use crate::engine::{Shared, set_thread_shared};
+use crate::engine::{Shared, ThreadSlots, set_thread_shared};
 use crate::ffi::Field;
 use crate::host::Level;
-use crate::request::{Request, RequestContext, Scratch};
+use crate::request::{Request, RequestContext, Scratch, Sink};
 use crate::shim::{self, RunResult, ShimRequest};
 
 /// Serves requests from `jobs` until the queue is closed and empty. A thread whose PHP
 /// state may be damaged (a bailout escaped PHP's own handlers) gets a fresh PHP context.
-pub fn serve(name: &str, jobs: &Receiver<Box<Request>>, shared: &Arc<Shared>) {
+pub fn serve(name: &str, jobs: &Receiver<Box<Request>>, shared: &Arc<Shared>, slots: &ThreadSlots) {
     let cname = CString::new(name).unwrap_or_default();
     set_thread_shared(Some(shared.clone()));
     let mut scratch = Scratch::default();
     loop {
         // SAFETY: engine startup finished before pools start; paired with the shutdown below.
         unsafe { shim::pw_shim_thread_init(cname.as_ptr()) };
+        let slot = slots.register();
         let healthy = serve_until_unhealthy(jobs, &mut scratch);
+        slots.unregister(slot);
         // SAFETY: no request is running on this thread.
         unsafe { shim::pw_shim_thread_shutdown() };
         if healthy {
@@ -38,39 +41,38 @@ fn serve_until_unhealthy(jobs: &Receiver<Box<Request>>, scratch: &mut Scratch) -
             request.reject(503);
             continue;
         }
-        match run_classic(&request, scratch) {
-            RunResult::Ok => {}
-            RunResult::StartupFailed | RunResult::Unhealthy => return false,
+        let mut ctx = Box::new(RequestContext::new(request, std::mem::take(scratch), Sink::Client));
+        let req = shim_request(&mut ctx);
+        let mut fatal = false;
+        // SAFETY: `req`'s strings live in the request inside `ctx`, which outlives the
+        // call; the hooks reach `ctx` only through the pointer in `req`.
+        let result = unsafe { shim::pw_shim_run_script(&req, &mut fatal) };
+        if result != RunResult::Ok {
+            ctx.log(Level::Error, &format!("PHP request failed outside the script ({result:?})"));
+        }
+        *scratch = ctx.finish(fatal);
+        if result != RunResult::Ok {
+            return false;
         }
     }
     true
 }
 
-/// Runs one script for one request and sends its response.
-fn run_classic(request: &Request, scratch: &mut Scratch) -> RunResult {
-    let c = |f: Field| request.field_ptr(f);
-    let shim_request = |ctx| ShimRequest {
-        ctx,
+/// The C view of a request; `ctx` becomes PHP's `SG(server_context)`.
+pub fn shim_request(ctx: &mut RequestContext) -> ShimRequest {
+    let server_context = ctx.as_server_context();
+    let r = ctx.request();
+    let c = |f: Field| r.field_ptr(f);
+    ShimRequest {
+        ctx: server_context,
         method: c(Field::Method),
         request_uri: c(Field::RequestUri),
         query_string: c(Field::QueryString),
-        content_type: request.field_ptr_or_null(Field::ContentType),
+        content_type: r.field_ptr_or_null(Field::ContentType),
         path_translated: c(Field::PathTranslated),
         script_filename: c(Field::ScriptFilename),
-        authorization: request.field_ptr_or_null(Field::Authorization),
-        content_length: request.content_length(),
-        proto_num: request.proto_num(),
-    };
-    let mut ctx = RequestContext::new(request, scratch);
-    let req = shim_request(ctx.as_server_context());
-    let mut fatal = false;
-    // SAFETY: `req`'s strings live in `request`, and `ctx` outlives the call; the hooks
-    // reach `ctx` only through the pointer in `req`, while this frame does not touch it.
-    let result = unsafe { shim::pw_shim_run_script(&req, &mut fatal) };
-    if result != RunResult::Ok {
-        ctx.log(Level::Error, &format!("PHP request failed outside the script ({result:?})"));
+        authorization: r.field_ptr_or_null(Field::Authorization),
+        content_length: r.content_length().max(0),
+        proto_num: r.proto_num(),
     }
-    ctx.finish(fatal);
-    result
 }
-
