@@ -19,7 +19,6 @@ var notYet = map[string]string{
 	"max_threads":       "autoscaling",
 	"max_idle_time":     "autoscaling",
 	"shared_store_size": "the shared store",
-	"worker":            "worker mode",
 }
 
 func notYetErr(d *caddyfile.Dispenser, name string) error {
@@ -32,17 +31,29 @@ func notYetErr(d *caddyfile.Dispenser, name string) error {
 //		php_worker {
 //			num_threads <n>
 //			max_wait_time <duration>
+//			shutdown_timeout <duration>
 //			php_ini <key> <value>
 //			php_ini {
 //				<key> <value>
 //				...
 //			}
+//			worker <file> [<num>]
+//			worker {
+//				file <path>
+//				num <n>
+//				max_requests <n>
+//				name <name>
+//				env <key> <value>
+//				max_boot_backoff <duration>
+//			}
 //		}
 //	}
 //
-// num_threads is the number of PHP threads (default 2 × CPUs); max_wait_time bounds how
-// long a request waits for a free thread before a 503 (default: no bound); php_ini
-// overrides php.ini settings and may repeat.
+// num_threads is the number of PHP threads, workers included (default 2 × CPUs);
+// max_wait_time bounds how long a request waits for a free thread before a 503
+// (default: no bound); shutdown_timeout bounds how long running scripts may take to
+// finish on shutdown (default 30s); php_ini overrides php.ini settings and may repeat;
+// worker starts a worker script for every site (see WorkerConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.Next() {
 		if d.NextArg() {
@@ -60,16 +71,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("num_threads must be a positive integer, got %q", v)
 				}
 				a.NumThreads = n
-			case "max_wait_time":
+			case "max_wait_time", "shutdown_timeout":
 				var v string
 				if !d.AllArgs(&v) {
 					return d.ArgErr()
 				}
 				dur, err := caddy.ParseDuration(v)
 				if err != nil || dur < 0 {
-					return d.Errf("max_wait_time must be a duration, got %q", v)
+					return d.Errf("%s must be a duration, got %q", name, v)
 				}
-				a.MaxWaitTime = caddy.Duration(dur)
+				if name == "max_wait_time" {
+					a.MaxWaitTime = caddy.Duration(dur)
+				} else {
+					a.ShutdownTimeout = caddy.Duration(dur)
+				}
+			case "worker":
+				w, err := parseWorker(d, false)
+				if err != nil {
+					return err
+				}
+				a.Workers = append(a.Workers, w)
 			case "php_ini":
 				if a.PHPIni == nil {
 					a.PHPIni = map[string]string{}
@@ -81,7 +102,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if _, ok := notYet[name]; ok {
 					return notYetErr(d, name)
 				}
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_wait_time, php_ini)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_wait_time, shutdown_timeout, php_ini, worker)", name)
 			}
 		}
 	}
@@ -126,13 +147,24 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		split <ext...>
 //		file_server off
 //		env <key> <value>
+//		worker <file> [<num>]
+//		worker {
+//			file <path>
+//			num <n>
+//			max_requests <n>
+//			name <name>
+//			env <key> <value>
+//			match <path...>
+//			max_boot_backoff <duration>
+//		}
 //	}
 //
 // root defaults to the site root; index (default index.php) is the directory index and
 // front controller, "off" disables both; split (default .php) sets where SCRIPT_NAME
 // ends and PATH_INFO starts; file_server off sends every non-script request to the
 // index instead of serving files; env adds $_SERVER and getenv() values and may
-// repeat.
+// repeat; worker runs a worker script for the requests whose script is its file, or
+// whose path matches one of its match patterns (see WorkerConfig).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.Next() {
 		if d.NextArg() {
@@ -171,11 +203,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					h.Env = map[string]string{}
 				}
 				h.Env[key] = value
+			case "worker":
+				w, err := parseWorker(d, true)
+				if err != nil {
+					return err
+				}
+				h.Workers = append(h.Workers, w)
 			default:
 				if _, ok := notYet[name]; ok {
 					return notYetErr(d, name)
 				}
-				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env)", name)
+				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env, worker)", name)
 			}
 		}
 	}

@@ -106,8 +106,9 @@ type script struct {
 }
 
 // buildRequest writes the CGI variables of r for s: the fixed fields, then $_SERVER
-// in the order php-fpm and FrankenPHP give them, then the configured env, which wins.
-func buildRequest(b *requestBuffer, r *http.Request, s script, env [][2]string, repl *caddy.Replacer) {
+// in the order php-fpm and FrankenPHP give them, then the configured env lists, later
+// ones winning.
+func buildRequest(b *requestBuffer, r *http.Request, s script, repl *caddy.Replacer, envs ...[][2]string) {
 	requestURI := r.RequestURI
 	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
 		requestURI = orig.URL.RequestURI()
@@ -199,14 +200,16 @@ func buildRequest(b *requestBuffer, r *http.Request, s script, env [][2]string, 
 		}
 		b.headerPair(field, values)
 	}
-	for _, kv := range env {
-		value := kv[1]
-		if repl != nil && strings.IndexByte(value, '{') >= 0 {
-			value = repl.ReplaceAll(value, "")
+	for _, env := range envs {
+		for _, kv := range env {
+			value := kv[1]
+			if repl != nil && strings.IndexByte(value, '{') >= 0 {
+				value = repl.ReplaceAll(value, "")
+			}
+			b.pair(kv[0], value)
 		}
-		b.pair(kv[0], value)
+		b.envPairs += len(env)
 	}
-	b.envPairs = len(env)
 }
 
 func addTLSVars(b *requestBuffer, state *tls.ConnectionState) {

@@ -71,7 +71,7 @@ func TestBuildRequestVariables(t *testing.T) {
 
 	b := getRequestBuffer()
 	s := script{root: "/srv", name: "/app.php", pathInfo: "/extra", filename: "/srv/app.php"}
-	buildRequest(b, r, s, [][2]string{{"APP_ENV", "prod"}, {"SERVER_SOFTWARE", "custom"}}, caddy.NewReplacer())
+	buildRequest(b, r, s, caddy.NewReplacer(), [][2]string{{"APP_ENV", "prod"}}, [][2]string{{"SERVER_SOFTWARE", "custom"}})
 	fields, vars := decode(t, b)
 
 	wantFields := map[int]string{
@@ -117,7 +117,7 @@ func TestBuildRequestTLSAndDefaults(t *testing.T) {
 	r := newTestRequest("GET", "https://example.com/")
 	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, CipherSuite: tls.TLS_AES_128_GCM_SHA256}
 	b := getRequestBuffer()
-	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil, nil)
+	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil)
 	_, vars := decode(t, b)
 	for name, want := range map[string]string{
 		"HTTPS": "on", "REQUEST_SCHEME": "https", "SERVER_PORT": "443", "SSL_PROTOCOL": "TLSv1.3",
@@ -137,7 +137,7 @@ func TestBuildRequestOriginalURIAfterRewrite(t *testing.T) {
 	r.URL.Path = "/index.php" // what a rewrite would do
 	r.RequestURI = "/index.php"
 	b := getRequestBuffer()
-	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil, nil)
+	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil)
 	fields, vars := decode(t, b)
 	if fields[fieldRequestURI] != "/pretty/url?x=1" {
 		t.Errorf("REQUEST_URI field = %q, want the original", fields[fieldRequestURI])

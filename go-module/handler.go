@@ -61,6 +61,10 @@ type Handler struct {
 	// Values may hold placeholders.
 	Env map[string]string `json:"env,omitempty"`
 
+	// Workers of this site: a request whose resolved script is a worker's file, or
+	// whose path matches one of its match patterns, goes to that worker.
+	Workers []WorkerConfig `json:"workers,omitempty"`
+
 	app        *App
 	logger     *zap.Logger
 	resolver   resolver
@@ -131,6 +135,23 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.root = root
 	}
 
+	base := h.root
+	if base == "" && len(h.Workers) > 0 {
+		h.logger.Warn("php_worker root has placeholders: relative worker files are resolved from the working directory")
+	}
+	workers := make([]*WorkerConfig, 0, len(h.Workers))
+	for i := range h.Workers {
+		w := &h.Workers[i]
+		if err := w.provision(ctx, base, h.Env); err != nil {
+			return err
+		}
+		workers = append(workers, w)
+	}
+	if err := checkUniqueFiles("php_worker site directive", workers); err != nil {
+		return err
+	}
+	h.app.addSiteWorkers(workers)
+
 	if h.resolver.fileServer {
 		h.fileServer = &fileserver.FileServer{Root: h.Root}
 		if err := h.fileServer.Provision(ctx); err != nil {
@@ -185,6 +206,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	if worker := h.matchWorker(r); worker != nil {
+		return h.servePHP(w, r, h.workerScript(root, worker), repl, worker)
+	}
 	kind, s := h.resolver.resolve(root, r.URL.Path)
 	if kind == targetPHP && r.URL.RawPath != "" {
 		// The escaped path is what some path matchers judged; if it selects another
@@ -207,7 +231,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case targetNotFound:
 		return caddyhttp.Error(http.StatusNotFound, nil)
 	}
-	return h.servePHP(w, r, s, repl)
+	return h.servePHP(w, r, s, repl, h.workerFor(s.filename))
+}
+
+// matchWorker is the site worker whose match patterns take this request, if any.
+func (h *Handler) matchWorker(r *http.Request) *WorkerConfig {
+	for i := range h.Workers {
+		if h.Workers[i].matches(r) {
+			return &h.Workers[i]
+		}
+	}
+	return nil
+}
+
+// workerFor is the worker whose file is filename: this site's first, then global ones.
+func (h *Handler) workerFor(filename string) *WorkerConfig {
+	for i := range h.Workers {
+		if h.Workers[i].FileName == filename {
+			return &h.Workers[i]
+		}
+	}
+	return h.app.globalWorker(filename)
+}
+
+// workerScript is the script of a request routed by match: the worker file, named from
+// the root when it lies inside it.
+func (h *Handler) workerScript(root string, w *WorkerConfig) script {
+	s := script{root: root, filename: w.FileName}
+	if rel, err := filepath.Rel(root, w.FileName); err == nil && filepath.IsLocal(rel) {
+		s.name = "/" + filepath.ToSlash(rel)
+	}
+	return s
 }
 
 func scriptPart(p string, split []string) string {
@@ -224,10 +278,17 @@ func (h *Handler) refuse(r *http.Request, status int, reason string) error {
 	return caddyhttp.Error(status, errors.New(reason))
 }
 
-// servePHP hands the request to a PHP thread and waits for its response.
-func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer) error {
+// servePHP hands the request to a PHP thread (of worker's pool, or the classic pool
+// when worker is nil) and waits for its response.
+func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer, worker *WorkerConfig) error {
 	b := getRequestBuffer()
-	buildRequest(b, r, s, h.env, repl)
+	pool := uint32(0)
+	if worker != nil {
+		pool = worker.pool
+		buildRequest(b, r, s, repl, worker.env) // the worker's env includes the site's
+	} else {
+		buildRequest(b, r, s, repl, h.env)
+	}
 	flags := uint32(0)
 	if r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
 		start := len(b.strings)
@@ -259,7 +320,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			handle.Delete()
 			return h.unavailable(w, "PHP is not running")
 		}
-		core, rc = e.submit(0, b, flags, uintptr(handle))
+		core, rc = e.submit(pool, b, flags, uintptr(handle))
 		if rc != C.PHP_WORKER_ERR_STOPPED || attempt > 0 {
 			break
 		}

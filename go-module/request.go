@@ -35,6 +35,16 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	ok := !pr.abandoned
+	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
+		h := pr.w.Header()
+		for i := range headers {
+			h.Add(headerString(headers[i].name, headers[i].name_len), headerString(headers[i].value, headers[i].value_len))
+		}
+		pr.w.WriteHeader(status)
+		// The final response sends PHP's whole header list again.
+		clear(h)
+		return true
+	}
 	if ok && status != 0 {
 		h := pr.w.Header()
 		for i := range headers {

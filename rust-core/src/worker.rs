@@ -73,6 +73,8 @@ struct Run {
     scratch: Option<Scratch>,
     handled: u64,
     reached_handle_request: bool,
+    /// A request ended the script (exit() or a failure inside the handler).
+    request_failed: bool,
     stopping: bool,
 }
 
@@ -110,7 +112,7 @@ pub fn serve(name: &str, spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, 
             }
             if outcome.reached_handle_request {
                 failures = 0;
-                if outcome.fatal || outcome.exit_status != 0 {
+                if outcome.request_failed || outcome.fatal || outcome.exit_status != 0 {
                     shared.host.log(0, Level::Warn, &format!(
                         "worker {worker}: script ended unexpectedly on thread {name} (exit status {}, {} requests served); restarting",
                         outcome.exit_status, outcome.handled
@@ -155,6 +157,7 @@ struct Outcome {
     fatal: bool,
     exit_status: i32,
     reached_handle_request: bool,
+    request_failed: bool,
     handled: u64,
     stopping: bool,
 }
@@ -173,6 +176,7 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
             scratch: scratch.take(),
             handled: 0,
             reached_handle_request: false,
+            request_failed: false,
             stopping: false,
         })
     });
@@ -182,7 +186,9 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
     let result = unsafe { shim::pw_shim_run_worker(&boot, &mut fatal, &mut exit_status) };
     let run = RUN.with(|r| r.borrow_mut().take()).expect("the worker run state outlives the script");
     *scratch = run.scratch;
+    let mut request_failed = run.request_failed;
     if !run.in_flight.is_null() {
+        request_failed = true;
         // The script died inside the handler: the request gets what PHP printed, as a 500.
         // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
         let ctx = unsafe { Box::from_raw(run.in_flight) };
@@ -196,6 +202,7 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
         fatal,
         exit_status,
         reached_handle_request: run.reached_handle_request,
+        request_failed,
         handled: run.handled,
         stopping: run.stopping,
     }
@@ -262,6 +269,7 @@ extern "C" fn pw_rs_worker_done(failed: bool) {
         let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, std::ptr::null_mut())) };
         run.scratch = Some(ctx.finish(failed));
         run.handled += 1;
+        run.request_failed |= failed;
     })
 }
 

@@ -199,5 +199,21 @@ def start_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def server(start_server):
-    """The default server: tests/e2e/app/public with 4 threads."""
+    """The default server: tests/e2e/app/public with 4 threads, classic mode."""
     return start_server("default")
+
+
+@pytest.fixture(scope="session")
+def worker_server(start_server):
+    """The same app with its scripts run by a worker executor (2 threads)."""
+    return start_server("executor", site_extra=f"""\t\tworker {{
+			file {APP}/executor.php
+			num 2
+			match *.php *.php/*
+		}}""")
+
+
+@pytest.fixture(scope="session", params=["classic", "worker"])
+def php(request):
+    """The default app, once in classic mode and once through the worker executor."""
+    return request.getfixturevalue("server" if request.param == "classic" else "worker_server")

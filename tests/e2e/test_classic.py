@@ -1,4 +1,7 @@
-"""Classic mode (one script run per request) over real HTTP."""
+"""The request semantics of classic mode (one script run per request) over real HTTP.
+
+Tests taking the `php` fixture run twice: in classic mode and through a worker that runs
+the same fixture scripts (tests/e2e/app/executor.php)."""
 
 import base64
 import concurrent.futures
@@ -13,8 +16,8 @@ import uuid
 from conftest import APP, CADDY, REPO, WORK, free_port, make_caddyfile
 
 
-def test_hello(server):
-    r = server.get("/hello.php")
+def test_hello(php):
+    r = php.get("/hello.php")
     assert r.status == 200
     assert r.body == b"Hello, world!"
     assert r.header("Content-Type") == "text/html; charset=UTF-8"
@@ -80,8 +83,8 @@ def test_content_length_and_type_of_a_post(server):
         "3", "application/x-www-form-urlencoded", "POST")
 
 
-def test_query_post_cookies_and_request(server):
-    r = server.get("/echo.php?q=1&arr[]=a&arr[]=b", method="POST", body=b"p=2&q=post&name=J%C3%BCrgen",
+def test_query_post_cookies_and_request(php):
+    r = php.get("/echo.php?q=1&arr[]=a&arr[]=b", method="POST", body=b"p=2&q=post&name=J%C3%BCrgen",
                    headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": "c1=v1; c2=v%202"})
     d = r.json()
     assert d["method"] == "POST"
@@ -103,11 +106,11 @@ def multipart(fields, files):
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
-def test_upload_and_temp_file_cleanup(server):
+def test_upload_and_temp_file_cleanup(php):
     small = b"hello upload"
     big = os.urandom(300 * 1024)  # larger than the read-ahead: streamed to PHP
     body, ctype = multipart({"title": "t"}, {"small": ("a.txt", small), "big": ("b.bin", big)})
-    r = server.get("/echo.php", method="POST", body=body, headers={"Content-Type": ctype})
+    r = php.get("/echo.php", method="POST", body=body, headers={"Content-Type": ctype})
     d = r.json()
     assert d["post"] == {"title": "t"}
     files = d["files"]
@@ -119,18 +122,18 @@ def test_upload_and_temp_file_cleanup(server):
         assert not os.path.exists(f["tmp_name"]), "uploaded temp files are removed after the request"
 
 
-def test_ten_megabyte_php_input(server):
+def test_ten_megabyte_php_input(php):
     data = os.urandom(10 * 1024 * 1024)
-    r = server.get("/input.php", method="PUT", body=data, headers={"Content-Type": "application/octet-stream"})
+    r = php.get("/input.php", method="PUT", body=data, headers={"Content-Type": "application/octet-stream"})
     assert r.status == 200, r.text
     assert r.json() == {"length": len(data), "sha1": hashlib.sha1(data).hexdigest()}
 
 
-def test_chunked_request_body(server):
+def test_chunked_request_body(php):
     def gen():
         for _ in range(10):
             yield b"a" * 100_000
-    conn = __import__("http.client").client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn = __import__("http.client").client.HTTPConnection("127.0.0.1", php.port, timeout=30)
     conn.request("POST", "/input.php", body=gen(), headers={"Content-Type": "application/octet-stream"},
                  encode_chunked=True)
     r = conn.getresponse()
@@ -138,8 +141,8 @@ def test_chunked_request_body(server):
     conn.close()
 
 
-def test_flush_streams_the_first_chunk_before_the_script_ends(server):
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+def test_flush_streams_the_first_chunk_before_the_script_ends(php):
+    with socket.create_connection(("127.0.0.1", php.port), timeout=10) as s:
         start = time.time()
         s.sendall(b"GET /flush.php?ms=1500 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         received = b""
@@ -159,8 +162,8 @@ def test_flush_streams_the_first_chunk_before_the_script_ends(server):
     assert b"second" in received
 
 
-def test_headers_status_and_cookies(server):
-    r = server.get("/headers.php")
+def test_headers_status_and_cookies(php):
+    r = php.get("/headers.php")
     assert r.status == 202
     assert r.header("X-Custom") == "one"
     assert r.header("X-Removed") is None
@@ -171,53 +174,53 @@ def test_headers_status_and_cookies(server):
     assert r.text == "sent-before-output:no\nsent-after-flush:yes\n"
 
 
-def test_status_line(server):
-    r = server.get("/teapot.php")
+def test_status_line(php):
+    r = php.get("/teapot.php")
     assert r.status == 418
     assert r.body == b"short and stout"
 
 
-def test_session_round_trip(server):
-    r1 = server.get("/session.php")
+def test_session_round_trip(php):
+    r1 = php.get("/session.php")
     cookie = r1.header("Set-Cookie")
     assert cookie and cookie.startswith("PHPSESSID=")
     sid = r1.json()["id"]
     assert r1.json()["count"] == 1
-    r2 = server.get("/session.php", headers={"Cookie": f"PHPSESSID={sid}"})
+    r2 = php.get("/session.php", headers={"Cookie": f"PHPSESSID={sid}"})
     assert r2.json() == {"id": sid, "count": 2}
-    r3 = server.get("/session.php")
+    r3 = php.get("/session.php")
     assert r3.json()["id"] != sid and r3.json()["count"] == 1
 
 
-def test_fatal_error_then_a_clean_request(server):
-    r = server.get("/fatal.php")
+def test_fatal_error_then_a_clean_request(php):
+    r = php.get("/fatal.php")
     assert r.status == 500
     assert "before the error" in r.text
     assert "Call to undefined function this_function_does_not_exist()" in r.text
     for _ in range(8):  # every thread stays usable
-        ok = server.get("/hello.php")
+        ok = php.get("/hello.php")
         assert (ok.status, ok.body) == (200, b"Hello, world!")
 
 
-def test_uncaught_exception_is_a_500(server):
-    r = server.get("/exception.php")
+def test_uncaught_exception_is_a_500(php):
+    r = php.get("/exception.php")
     assert r.status == 500
     assert "Uncaught RuntimeException: uncaught on purpose" in r.text
-    assert server.get("/hello.php").status == 200
+    assert php.get("/hello.php").status == 200
 
 
-def test_php_errors_go_to_the_log_with_matching_levels(server):
+def test_php_errors_go_to_the_log_with_matching_levels(php):
     tag = uuid.uuid4().hex
-    assert server.get(f"/logs.php?tag={tag}").text.endswith("logged")
-    found = server.wait_log(lambda e: tag in e.get("msg", "") and "a warning" in e.get("msg", ""))
+    assert php.get(f"/logs.php?tag={tag}").text.endswith("logged")
+    found = php.wait_log(lambda e: tag in e.get("msg", "") and "a warning" in e.get("msg", ""))
     assert found and found[0]["level"] == "warn" and found[0]["logger"].startswith("http.handlers.php_worker")
-    notice = server.wait_log(lambda e: tag in e.get("msg", "") and "a notice" in e.get("msg", ""))
+    notice = php.wait_log(lambda e: tag in e.get("msg", "") and "a notice" in e.get("msg", ""))
     assert notice and notice[0]["level"] == "info"
-    line = server.wait_log(lambda e: e.get("msg") == f"line from error_log {tag}")
+    line = php.wait_log(lambda e: e.get("msg") == f"line from error_log {tag}")
     assert line and line[0]["level"] == "info"
-    fatal = server.get("/fatal.php")
+    fatal = php.get("/fatal.php")
     assert fatal.status == 500
-    assert server.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
+    assert php.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
 
 
 def test_static_file(server):
@@ -300,9 +303,9 @@ def test_client_disconnect_frees_the_thread(start_server):
     assert srv.stop() == 0
 
 
-def test_concurrent_requests_see_only_their_own_data(server):
+def test_concurrent_requests_see_only_their_own_data(php):
     def one(i):
-        r = server.get(f"/mine.php?id=g{i}", method="POST", body=f"id=p{i}".encode(),
+        r = php.get(f"/mine.php?id=g{i}", method="POST", body=f"id=p{i}".encode(),
                        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"id=c{i}",
                                 "X-Id": f"h{i}"})
         return i, r.status, r.json()
@@ -311,7 +314,10 @@ def test_concurrent_requests_see_only_their_own_data(server):
         results = list(pool.map(one, range(100)))
     for i, status, d in results:
         assert status == 200
-        assert d == {"get": f"g{i}", "post": f"p{i}", "cookie": f"c{i}", "header": f"h{i}", "thread_leak": None}
+        leak = d.pop("thread_leak")
+        assert d == {"get": f"g{i}", "post": f"p{i}", "cookie": f"c{i}", "header": f"h{i}"}
+        if php.name == "default":
+            assert leak is None, "classic mode: nothing survives a request"
 
 
 def test_validate_and_adapt_start_no_php(tmp_path):
@@ -332,9 +338,11 @@ def test_list_modules():
 
 
 def test_unknown_and_future_subdirectives_are_refused(tmp_path):
-    for extra, message in (("worker index.php", "worker mode"), ("bogus 1", "unknown php_worker subdirective")):
+    for options, message in (({"global_extra": "\t\tmax_threads 8"}, "autoscaling"),
+                             ({"site_extra": "\t\tbogus 1"}, "unknown php_worker subdirective"),
+                             ({"site_extra": "\t\tworker {\n\t\t\tfile a.php\n\t\t\twatch\n\t\t}"}, "not available")):
         caddyfile = tmp_path / "Caddyfile"
-        caddyfile.write_text(make_caddyfile(free_port(), free_port(), site_extra="\t\t" + extra))
+        caddyfile.write_text(make_caddyfile(free_port(), free_port(), **options))
         p = subprocess.run([str(CADDY), "adapt", "--config", str(caddyfile)], capture_output=True, text=True,
                            timeout=60, env=dict(os.environ, XDG_CONFIG_HOME=str(tmp_path)))
         assert p.returncode != 0 and message in p.stderr, p.stderr

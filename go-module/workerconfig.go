@@ -1,0 +1,220 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// WorkerConfig is a worker script: PHP boots it once per thread and it serves requests
+// through frankenphp_handle_request(), so an application's bootstrap runs once instead
+// of on every request.
+type WorkerConfig struct {
+	// The worker script. In a site, a relative path is relative to the php_worker root
+	// when that root has no placeholders, else to Caddy's working directory.
+	FileName string `json:"file_name,omitempty"`
+
+	// Threads running the script. Default: 2 × the number of CPUs.
+	Num int `json:"num,omitempty"`
+
+	// Restart the script after it served this many requests. Default: 0, never.
+	MaxRequests int `json:"max_requests,omitempty"`
+
+	// Name used in logs. Default: the absolute path of the script.
+	Name string `json:"name,omitempty"`
+
+	// Extra $_SERVER and getenv() values, while the script boots and in every request.
+	// A site's worker also gets the site's env; the worker's own values win.
+	Env map[string]string `json:"env,omitempty"`
+
+	// Requests whose path matches one of these go to this worker whatever the file
+	// system holds. Site workers only.
+	MatchPath []string `json:"match_path,omitempty"`
+
+	// Longest pause between two boot attempts of a script that fails before it reaches
+	// frankenphp_handle_request(). Pauses start at 100ms and double. Default: 5s.
+	MaxBootBackoff caddy.Duration `json:"max_boot_backoff,omitempty"`
+
+	pool    uint32      // the core's pool id, assigned when the engine starts
+	env     [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
+	matcher caddyhttp.MatchPath
+}
+
+// provision makes the file absolute (relative to base), fills defaults and prepares
+// the environment; inherited is the site's env.
+func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[string]string) error {
+	if w.FileName == "" {
+		return fmt.Errorf("worker: a file is required")
+	}
+	file := w.FileName
+	if !filepath.IsAbs(file) && base != "" {
+		file = filepath.Join(base, file)
+	}
+	abs, err := caddy.FastAbs(file)
+	if err != nil {
+		return fmt.Errorf("worker %q: %w", w.FileName, err)
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	w.FileName = abs
+	if w.Name == "" {
+		w.Name = abs
+	}
+	if w.Num == 0 {
+		w.Num = 2 * runtime.GOMAXPROCS(0)
+	}
+	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 {
+		return fmt.Errorf("worker %s: num, max_requests and max_boot_backoff must not be negative", w.Name)
+	}
+	merged := map[string]string{}
+	for k, v := range inherited {
+		merged[k] = v
+	}
+	for k, v := range w.Env {
+		merged[k] = v
+	}
+	merged["FRANKENPHP_WORKER"] = "1"
+	w.env = sortedPairs(merged)
+	if len(w.MatchPath) > 0 {
+		w.matcher = caddyhttp.MatchPath(w.MatchPath)
+		if err := w.matcher.Provision(ctx); err != nil {
+			return fmt.Errorf("worker %s: match: %w", w.Name, err)
+		}
+	}
+	return nil
+}
+
+func (w *WorkerConfig) matches(r *http.Request) bool {
+	return len(w.MatchPath) > 0 && w.matcher.Match(r)
+}
+
+func sortedPairs(m map[string]string) [][2]string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([][2]string, 0, len(keys))
+	for _, k := range keys {
+		pairs = append(pairs, [2]string{k, m[k]})
+	}
+	return pairs
+}
+
+// checkUniqueFiles refuses a worker file listed twice in one scope.
+func checkUniqueFiles(scope string, workers []*WorkerConfig) error {
+	seen := map[string]bool{}
+	for _, w := range workers {
+		if seen[w.FileName] {
+			return fmt.Errorf("%s: worker file %s is listed twice", scope, w.FileName)
+		}
+		seen[w.FileName] = true
+	}
+	return nil
+}
+
+// parseWorker reads `worker <file> [<num>]` or a worker block:
+//
+//	worker {
+//		file <path>
+//		num <n>
+//		max_requests <n>
+//		name <name>
+//		env <key> <value>
+//		match <path...>
+//		max_boot_backoff <duration>
+//	}
+func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) {
+	var w WorkerConfig
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 0:
+	case 1, 2:
+		w.FileName = args[0]
+		if len(args) == 2 {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return w, d.Errf("worker %s: the thread count must be a positive integer, got %q", args[0], args[1])
+			}
+			w.Num = n
+		}
+	default:
+		return w, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch name := d.Val(); name {
+		case "file":
+			if !d.AllArgs(&w.FileName) {
+				return w, d.ArgErr()
+			}
+		case "num", "max_requests":
+			var v string
+			if !d.AllArgs(&v) {
+				return w, d.ArgErr()
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (name == "num" && n == 0) {
+				return w, d.Errf("worker %s must be a positive integer, got %q", name, v)
+			}
+			if name == "num" {
+				w.Num = n
+			} else {
+				w.MaxRequests = n
+			}
+		case "name":
+			if !d.AllArgs(&w.Name) {
+				return w, d.ArgErr()
+			}
+		case "env":
+			var key, value string
+			if !d.AllArgs(&key, &value) {
+				return w, d.Errf("env takes a key and a value")
+			}
+			if w.Env == nil {
+				w.Env = map[string]string{}
+			}
+			w.Env[key] = value
+		case "match":
+			if !allowMatch {
+				return w, d.Errf("worker match is only allowed in a site's php_worker directive")
+			}
+			w.MatchPath = d.RemainingArgs()
+			if len(w.MatchPath) == 0 {
+				return w, d.ArgErr()
+			}
+		case "max_boot_backoff":
+			var v string
+			if !d.AllArgs(&v) {
+				return w, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return w, d.Errf("max_boot_backoff must be a positive duration, got %q", v)
+			}
+			w.MaxBootBackoff = caddy.Duration(dur)
+		case "max_threads", "watch":
+			return w, d.Errf("worker %s is not available in this version of php_worker", name)
+		default:
+			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_requests, name, env, match, max_boot_backoff)", name)
+		}
+	}
+	if w.FileName == "" {
+		return w, d.Errf("worker: a file is required")
+	}
+	if strings.ContainsRune(w.FileName, 0) {
+		return w, d.Errf("worker: invalid file name")
+	}
+	return w, nil
+}

@@ -1,0 +1,3 @@
+<?php
+// The counter worker again, under its own name, to be recycled by max_requests.
+require __DIR__ . '/counter.php';
