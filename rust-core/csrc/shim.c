@@ -612,6 +612,85 @@ void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value
 	}
 }
 
+/* ---- a per-thread environment ------------------------------------------------------ */
+
+/* putenv() and getenv() act on one process-wide environment, which threads cannot share
+ * safely (setenv() while another thread reads it is undefined): Laravel's Dotenv calls
+ * putenv() on every worker thread at boot. php_worker gives each thread its own view:
+ * the process environment at engine start, the request's env, and its own putenv()s. */
+
+static void pw_php_putenv(zend_execute_data *execute_data, zval *return_value)
+{
+	char *setting;
+	size_t len;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_STRING(setting, len)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (len == 0 || setting[0] == '=') {
+		zend_argument_value_error(1, "must have a valid syntax");
+		RETURN_THROWS();
+	}
+	pw_rs_env_put(setting, len);
+	RETURN_TRUE;
+}
+
+static void pw_php_getenv(zend_execute_data *execute_data, zval *return_value)
+{
+	char *name = NULL;
+	size_t name_len = 0;
+	bool local_only = 0;
+
+	ZEND_PARSE_PARAMETERS_START(0, 2)
+		Z_PARAM_OPTIONAL
+		Z_PARAM_STRING_OR_NULL(name, name_len)
+		Z_PARAM_BOOL(local_only)
+	ZEND_PARSE_PARAMETERS_END();
+	(void)local_only;
+
+	if (!name) {
+		array_init(return_value);
+		php_import_environment_variables(return_value);
+		return;
+	}
+	const char *value;
+	size_t value_len;
+	if (pw_rs_env_get(SG(server_context), name, name_len, &value, &value_len)) {
+		RETURN_STRINGL(value, value_len);
+	}
+	RETURN_FALSE;
+}
+
+/* Fills $_ENV and getenv()'s array. */
+static void pw_import_environment(zval *array)
+{
+	pw_shim_vars vars = {0};
+	pw_rs_env_all(SG(server_context), &vars);
+	for (size_t i = 0; i < vars.pairs; i++) {
+		const uint32_t *s = vars.spans + 4 * i;
+		zval value;
+		ZVAL_STRINGL(&value, vars.block + s[2], s[3]);
+		zend_hash_str_update(Z_ARRVAL_P(array), vars.block + s[0], s[1], &value);
+	}
+}
+
+static void pw_override_function(const char *name, zif_handler handler)
+{
+	zend_function *func = zend_hash_str_find_ptr(CG(function_table), name, strlen(name));
+	if (func && func->type == ZEND_INTERNAL_FUNCTION) {
+		func->internal_function.handler = handler;
+	}
+}
+
+int pw_shim_module_startup(int type, int module_number)
+{
+	pw_override_function("putenv", pw_php_putenv);
+	pw_override_function("getenv", pw_php_getenv);
+	php_import_environment_variables = pw_import_environment;
+	return SUCCESS;
+}
+
 /* ---- stopping a stuck script ------------------------------------------------------- */
 
 void pw_shim_kill_slot(pw_kill_slot *slot)

@@ -85,6 +85,9 @@ void pw_shim_kill_slot(pw_kill_slot *slot);
  * not be sent. Safe from any thread while the target thread is alive. */
 bool pw_shim_kill(const pw_kill_slot *slot);
 
+/* MINIT of the php_worker module: makes putenv()/getenv() per-thread (see src/env.rs). */
+int pw_shim_module_startup(int type, int module_number);
+
 /* The PHP functions of the php_worker module (registered from src/functions.rs). */
 void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value);
 void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value);
@@ -112,6 +115,14 @@ bool pw_rs_finish_early(void *ctx);
 bool pw_rs_informational(void *ctx, int status);
 /* The request's own variables (not the configured env), for the request-headers function. */
 void pw_rs_request_vars(void *ctx, pw_shim_vars *vars);
+
+/* The per-thread environment (src/env.rs). ctx may be NULL. */
+/* getenv(name): true and the value (valid during the call), or false. */
+bool pw_rs_env_get(void *ctx, const char *name, size_t len, const char **value, size_t *value_len);
+/* putenv(setting): "NAME=value" sets, "NAME" unsets; for this thread only. */
+void pw_rs_env_put(const char *setting, size_t len);
+/* The whole environment as this thread sees it, for getenv() and $_ENV. */
+void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
 
 /* Worker-mode hooks (src/worker.rs), called from frankenphp_handle_request(). */
 /* True on a thread running a worker script. */

@@ -66,6 +66,27 @@ impl VarBlock {
     pub fn as_shim(&self) -> ShimVars {
         ShimVars { block: self.block.as_ptr().cast(), spans: self.spans.as_ptr(), pairs: self.spans.len() / 4 }
     }
+
+    /// Calls `f` with each (name, value) pair, in order.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        for s in self.spans.chunks_exact(4) {
+            let (n, v) = (s[0] as usize, s[2] as usize);
+            f(&self.block[n..n + s[1] as usize], &self.block[v..v + s[3] as usize]);
+        }
+    }
+
+    /// The last value of `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        let mut found = None;
+        for s in self.spans.chunks_exact(4) {
+            let n = s[0] as usize;
+            if &self.block[n..n + s[1] as usize] == name {
+                let v = s[2] as usize;
+                found = Some(&self.block[v..v + s[3] as usize]);
+            }
+        }
+        found
+    }
 }
 
 thread_local! {
@@ -683,5 +704,29 @@ pub(crate) mod tests {
             calls = EXCHANGES.done.wait_timeout(calls, std::time::Duration::from_millis(100)).unwrap().0;
         }
         calls.iter().filter(|c| c.handle == handle).cloned().collect()
+    }
+
+    #[test]
+    fn putenv_is_per_thread_and_per_request() {
+        with_engine(r#"{"num_threads":1}"#, |engine| {
+            let set = script(
+                "putenv-set.php",
+                "<?php putenv('PW_T=1'); putenv('PATH'); $all = getenv();
+                 echo getenv('PW_T'), '|', var_export(getenv('PATH'), true), '|', $all['PW_T'] ?? '-', '|',
+                 isset($all['PATH']) ? 'path' : 'no-path';",
+            );
+            assert_eq!(body(&run(engine, &set, &[], 0, b"")), "1|false|1|no-path");
+            let read = script("putenv-read.php", "<?php echo var_export(getenv('PW_T'), true), '|', getenv('PATH') ? 'path' : 'none';");
+            assert_eq!(body(&run(engine, &read, &[], 0, b"")), "false|path", "a classic request forgets its putenv()s");
+            assert!(std::env::var_os("PW_T").is_none(), "the process environment is untouched");
+        });
+        let w = script(
+            "putenv-worker.php",
+            "<?php putenv('BOOTED=yes'); while (frankenphp_handle_request(function () { echo getenv('BOOTED'); })) {}",
+        );
+        with_engine(&worker_config(&w, ""), |engine| {
+            assert_eq!(body(&run_in(engine, 1, &w, &[], 0, b"")), "yes");
+            assert_eq!(body(&run_in(engine, 1, &w, &[], 0, b"")), "yes", "a worker keeps its boot-time putenv()s");
+        });
     }
 }

@@ -13,6 +13,7 @@ use ext_php_rs::types::Zval;
 use ext_php_rs::zend::{ExecuteData, ModuleEntry};
 
 unsafe extern "C" {
+    fn pw_shim_module_startup(type_: i32, module_number: i32) -> i32;
     safe fn pw_php_handle_request(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_finish_request(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_headers_send(execute_data: &mut ExecuteData, return_value: &mut Zval);
@@ -24,6 +25,7 @@ unsafe extern "C" {
 pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     let mut module = module
         .name("php_worker")
+        .startup_function(pw_shim_module_startup)
         // frankenphp_handle_request(callable $callback): bool
         .function(
             FunctionBuilder::new("frankenphp_handle_request", pw_php_handle_request)

@@ -13,6 +13,7 @@
 //!   `frankenphp_handle_request()`.
 //! - `request`: a request's description and its response state.
 //! - `sapi`: the hooks PHP's SAPI callbacks (in csrc/shim.c) forward to.
+//! - `env`: the per-thread environment behind getenv(), putenv() and `$_ENV`.
 //! - `functions`: the PHP extension (functions visible to scripts).
 //! - `host`: the host's callbacks behind a safe API.
 //!
@@ -21,6 +22,7 @@
 
 pub mod config;
 pub mod engine;
+mod env;
 pub mod error;
 pub mod ffi;
 mod functions;

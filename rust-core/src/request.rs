@@ -140,12 +140,30 @@ impl Request {
 
     /// The value `getenv(name)` gets from the configured environment, as a C string.
     pub fn env_lookup(&self, name: &[u8]) -> Option<*const c_char> {
+        // Values are NUL-terminated in the block.
+        self.env_value(name).map(|v| v.as_ptr().cast())
+    }
+
+    /// The configured env value of `name` (the last one set), without its NUL.
+    pub fn env_value(&self, name: &[u8]) -> Option<&[u8]> {
         let (vars, pairs) = self.var_spans();
         (pairs - self.env_pairs..pairs).rev().find_map(|i| {
             let s = &vars[4 * i..4 * i + 4];
-            let key = &self.block[s[0] as usize..(s[0] + s[1]) as usize];
-            (key == name).then(|| self.block[s[2] as usize..].as_ptr().cast())
+            let (n, v) = (s[0] as usize, s[2] as usize);
+            (&self.block[n..n + s[1] as usize] == name).then(|| &self.block[v..v + s[3] as usize])
         })
+    }
+
+    /// Calls `f` with each configured env (name, value) pair, in order.
+    pub fn for_each_env(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        let (vars, pairs) = self.var_spans();
+        for i in pairs - self.env_pairs..pairs {
+            let s = &vars[4 * i..4 * i + 4];
+            f(
+                &self.block[s[0] as usize..(s[0] + s[1]) as usize],
+                &self.block[s[2] as usize..(s[2] + s[3]) as usize],
+            );
+        }
     }
 
     /// HTTP version as PHP counts it (1001 is HTTP/1.1).

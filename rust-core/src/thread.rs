@@ -51,6 +51,7 @@ fn serve_until_unhealthy(jobs: &Receiver<Box<Request>>, scratch: &mut Scratch) -
             ctx.log(Level::Error, &format!("PHP request failed outside the script ({result:?})"));
         }
         *scratch = ctx.finish(fatal);
+        crate::env::reset();
         if result != RunResult::Ok {
             return false;
         }

@@ -197,6 +197,7 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
     }
     // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
     unsafe { Box::from_raw(idle) }.finish(false);
+    crate::env::reset();
     Outcome {
         result,
         fatal,
