@@ -87,12 +87,12 @@ func TestSiteDirective(t *testing.T) {
 
 func TestSiteDirectiveErrors(t *testing.T) {
 	for input, message := range map[string]string{
-		"php_worker {\nfile_server on\n}":   "off",
-		"php_worker {\nenv ONLY_KEY\n}":     "key and a value",
-		"php_worker {\nsplit\n}":            "argument",
-		"php_worker {\nsplit .p\u0125p\n}":  "ASCII",
-		"php_worker {\nwat\n}":              "unknown php_worker subdirective",
-		"php_worker {\nroot a b\n}":         "argument",
+		"php_worker {\nfile_server on\n}":  "off",
+		"php_worker {\nenv ONLY_KEY\n}":    "key and a value",
+		"php_worker {\nsplit\n}":           "argument",
+		"php_worker {\nsplit .p\u0125p\n}": "ASCII",
+		"php_worker {\nwat\n}":             "unknown php_worker subdirective",
+		"php_worker {\nroot a b\n}":        "argument",
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))

@@ -1,0 +1,58 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func TestWorkerProvision(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	dir := t.TempDir()
+
+	w := WorkerConfig{FileName: "w.php", Env: map[string]string{"A": "worker"}, MatchPath: []string{"/api/*"}}
+	if err := w.provision(ctx, dir, map[string]string{"A": "site", "B": "site"}); err != nil {
+		t.Fatal(err)
+	}
+	if w.FileName != filepath.Join(dir, "w.php") || w.Name != w.FileName {
+		t.Errorf("file %q name %q: relative files are resolved from the root", w.FileName, w.Name)
+	}
+	if w.Num != 2*runtime.GOMAXPROCS(0) {
+		t.Errorf("num defaults to 2 × CPUs, got %d", w.Num)
+	}
+	want := [][2]string{{"A", "worker"}, {"B", "site"}, {"FRANKENPHP_WORKER", "1"}}
+	if !reflect.DeepEqual(w.env, want) {
+		t.Errorf("env = %v, want %v (the worker's values win over the site's)", w.env, want)
+	}
+	if !w.matches(newTestRequest("GET", "http://x/api/users")) || w.matches(newTestRequest("GET", "http://x/web")) {
+		t.Error("match patterns")
+	}
+
+	abs := WorkerConfig{FileName: "/srv/app/worker.php", Name: "app"}
+	if err := abs.provision(ctx, dir, nil); err != nil || abs.FileName != "/srv/app/worker.php" || abs.Name != "app" {
+		t.Errorf("absolute file: %q %q %v", abs.FileName, abs.Name, err)
+	}
+	if err := (&WorkerConfig{}).provision(ctx, dir, nil); err == nil {
+		t.Error("a worker without a file was accepted")
+	}
+}
+
+func TestCheckUniqueFiles(t *testing.T) {
+	a, b := &WorkerConfig{FileName: "/a.php"}, &WorkerConfig{FileName: "/b.php"}
+	if err := checkUniqueFiles("site", []*WorkerConfig{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkUniqueFiles("site", []*WorkerConfig{a, b, {FileName: "/a.php"}})
+	if err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("duplicate file: %v", err)
+	}
+}
