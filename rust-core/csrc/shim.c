@@ -6,6 +6,7 @@
 #include <php_main.h>
 #include <php_variables.h>
 #include <php_output.h>
+#include <php_ini.h>
 #include <ext/standard/head.h>
 #include <ext/spl/spl_exceptions.h>
 #include <Zend/zend_exceptions.h>
@@ -95,23 +96,89 @@ static char *pw_sapi_read_cookies(void)
 	return pw_rs_read_cookies(SG(server_context));
 }
 
-static void pw_register_pairs(const pw_shim_vars *vars, zval *track_vars, bool filter)
+/* The process environment as persistent strings flagged interned, so every thread can
+ * put them in its $_SERVER without copying or reference counting. Built at startup,
+ * read-only until shutdown. */
+static zend_string **pw_env_strings;
+static size_t pw_env_pairs;
+
+/* Whether $_SERVER goes through the filter extension's input filter: only when
+ * filter.default is configured, as FrankenPHP does; the filter doubles the cost of
+ * every variable and only filter_input(INPUT_SERVER) needs it. */
+static bool pw_filter_server_vars;
+
+static zend_string *pw_shared_string(const char *s, size_t len)
 {
+	zend_string *str = zend_string_init(s, len, 1);
+	zend_string_hash_val(str);
+	GC_ADD_FLAGS(str, IS_STR_INTERNED);
+	return str;
+}
+
+/* A name PHP would register as is (php_register_variable_ex mangles ' ', '.' and '['). */
+static bool pw_plain_name(const char *name, size_t len)
+{
+	if (len == 0) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void pw_build_env_strings(const pw_shim_vars *env)
+{
+	pw_env_strings = pemalloc(sizeof(zend_string *) * 2 * (env->pairs ? env->pairs : 1), 1);
+	pw_env_pairs = 0;
+	for (size_t i = 0; i < env->pairs; i++) {
+		const uint32_t *s = env->spans + 4 * i;
+		if (!pw_plain_name(env->block + s[0], s[1])) {
+			continue;
+		}
+		pw_env_strings[2 * pw_env_pairs] = pw_shared_string(env->block + s[0], s[1]);
+		pw_env_strings[2 * pw_env_pairs + 1] = pw_shared_string(env->block + s[2], s[3]);
+		pw_env_pairs++;
+	}
+}
+
+static void pw_free_env_strings(void)
+{
+	for (size_t i = 0; i < 2 * pw_env_pairs; i++) {
+		pefree(pw_env_strings[i], 1);
+	}
+	if (pw_env_strings) {
+		pefree(pw_env_strings, 1);
+	}
+	pw_env_strings = NULL;
+	pw_env_pairs = 0;
+}
+
+static void pw_register_request_vars(const pw_shim_vars *vars, zval *track_vars)
+{
+	HashTable *ht = Z_ARRVAL_P(track_vars);
 	for (size_t i = 0; i < vars->pairs; i++) {
 		const uint32_t *s = vars->spans + 4 * i;
 		const char *name = vars->block + s[0];
 		char *value = (char *)vars->block + s[2];
 		size_t value_len = s[3];
-		if (filter) {
+		if (pw_filter_server_vars) {
 			size_t new_len = value_len;
 			/* The filter extension keeps a raw copy for filter_input(INPUT_SERVER) and
 			 * registers the variable itself, returning 0. */
-			if (!sapi_module.input_filter(PARSE_SERVER, name, &value, value_len, &new_len)) {
-				continue;
+			if (sapi_module.input_filter(PARSE_SERVER, name, &value, value_len, &new_len)) {
+				php_register_variable_safe(name, value, new_len, track_vars);
 			}
-			value_len = new_len;
+		} else if (pw_plain_name(name, s[1])) {
+			zval zv;
+			ZVAL_STRINGL_FAST(&zv, value, value_len);
+			zend_hash_str_update(ht, name, s[1], &zv);
+		} else {
+			php_register_variable_safe(name, value, value_len, track_vars);
 		}
-		php_register_variable_safe(name, value, value_len, track_vars);
 	}
 }
 
@@ -121,11 +188,17 @@ static void pw_sapi_register_server_variables(zval *track_vars)
 	if (!ctx) {
 		return;
 	}
-	pw_shim_vars env = {0}, request = {0};
-	pw_rs_server_vars(ctx, &env, &request);
 	/* The process environment first, then the request's variables, which win. */
-	pw_register_pairs(&env, track_vars, false);
-	pw_register_pairs(&request, track_vars, true);
+	HashTable *ht = Z_ARRVAL_P(track_vars);
+	zend_hash_extend(ht, pw_env_pairs + 64, 0);
+	for (size_t i = 0; i < pw_env_pairs; i++) {
+		zval zv;
+		ZVAL_INTERNED_STR(&zv, pw_env_strings[2 * i + 1]);
+		zend_hash_update(ht, pw_env_strings[2 * i], &zv);
+	}
+	pw_shim_vars request = {0};
+	pw_rs_server_vars(ctx, &request);
+	pw_register_request_vars(&request, track_vars);
 }
 
 static char *pw_sapi_getenv(const char *name, size_t len)
@@ -167,7 +240,7 @@ static sapi_module_struct pw_sapi_module = {
 
 /* ---- engine and threads ---------------------------------------------------------- */
 
-int pw_shim_engine_startup(const char *ini_entries, void *additional_module)
+int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env)
 {
 	pw_additional_module = additional_module;
 	if (!php_tsrm_startup()) {
@@ -183,6 +256,10 @@ int pw_shim_engine_startup(const char *ini_entries, void *additional_module)
 		tsrm_shutdown();
 		return -1;
 	}
+	char *default_filter = NULL;
+	pw_filter_server_vars = cfg_get_string("filter.default", &default_filter) == SUCCESS && default_filter &&
+	                        strcmp(default_filter, "unsafe_raw") != 0;
+	pw_build_env_strings(env);
 	return 0;
 }
 
@@ -191,6 +268,7 @@ void pw_shim_engine_shutdown(void)
 	pw_sapi_module.shutdown(&pw_sapi_module);
 	sapi_shutdown();
 	tsrm_shutdown();
+	pw_free_env_strings();
 	pw_sapi_module.ini_entries = NULL;
 }
 
@@ -452,9 +530,6 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		pw_in_boot_request = false;
 	}
 
-	/* Waiting for a request is not execution time. */
-	zend_unset_timeout();
-
 	pw_shim_request req;
 	bool has_request = pw_rs_worker_wait(&req);
 	if (pw_worker_request_startup(&req) == FAILURE) {
@@ -466,7 +541,11 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 	if (!has_request) {
 		RETURN_FALSE;
 	}
+	/* The execution timer kept running while the thread waited (disarming it costs a
+	 * syscall per request); re-arm it, and void a timeout it signalled meanwhile. A
+	 * signal raised before the re-arm is delivered by the time timer_settime returns. */
 	zend_set_timeout(INI_INT("max_execution_time"), 0);
+	zend_atomic_bool_store_ex(&EG(timed_out), false);
 
 	zval retval;
 	ZVAL_UNDEF(&retval);
@@ -487,7 +566,6 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		exited = true;
 	}
 
-	zend_unset_timeout();
 	if (exited) {
 		/* exit() unwinds the script after this request: let its request shutdown run
 		 * without the pending unwind, then put it back. */

@@ -52,8 +52,9 @@ typedef enum pw_run_result {
 
 /* Starts TSRM, the SAPI and the modules. Returns 0 on success. ini_entries ("key=value\n"
  * lines) must stay valid until pw_shim_engine_shutdown. additional_module is the
- * ext-php-rs module entry with php_worker's PHP functions. */
-int pw_shim_engine_startup(const char *ini_entries, void *additional_module);
+ * ext-php-rs module entry with php_worker's PHP functions. env is the process
+ * environment every $_SERVER starts with; it is copied. */
+int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env);
 void pw_shim_engine_shutdown(void);
 
 /* Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
@@ -103,7 +104,7 @@ void pw_rs_header(void *ctx, const char *line, size_t len);
 void pw_rs_headers_done(void *ctx, int status);
 size_t pw_rs_read_post(void *ctx, char *buf, size_t len);
 char *pw_rs_read_cookies(void *ctx);
-void pw_rs_server_vars(void *ctx, pw_shim_vars *process_env, pw_shim_vars *request);
+void pw_rs_server_vars(void *ctx, pw_shim_vars *request);
 char *pw_rs_getenv(void *ctx, const char *name, size_t len);
 int pw_rs_proto_num(void *ctx);
 void pw_rs_log(void *ctx, const char *message, int syslog_level);

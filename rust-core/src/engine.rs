@@ -362,11 +362,12 @@ fn start_main_thread(ini: CString, shared: Arc<Shared>) -> Result<MainThread> {
         .stack_size(PHP_THREAD_STACK)
         .spawn(move || {
             block_sigpipe();
-            set_thread_shared(Some(shared));
+            set_thread_shared(Some(shared.clone()));
             let module = crate::functions::module_entry();
             // SAFETY: first PHP call of this engine, on its main thread; `ini` lives until
             // after pw_shim_engine_shutdown below.
-            let rc = unsafe { shim::pw_shim_engine_startup(ini.as_ptr(), module.cast::<c_void>()) };
+            let env = shared.process_env.as_shim();
+            let rc = unsafe { shim::pw_shim_engine_startup(ini.as_ptr(), module.cast::<c_void>(), &env) };
             if rc != 0 {
                 let _ = ready_tx.send(Err("php_module_startup failed (see the log above)".into()));
                 set_thread_shared(None);

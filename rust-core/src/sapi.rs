@@ -103,16 +103,14 @@ unsafe extern "C" fn pw_rs_read_cookies(ctx: *mut c_void) -> *mut c_char {
     })
 }
 
+/// The request's `$_SERVER` pairs (the shim adds the process environment before them).
 #[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, env: *mut ShimVars, vars: *mut ShimVars) {
+unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars) {
     guard((), || {
         if let Some(ctx) = unsafe { context(ctx) } {
             let (spans, pairs) = ctx.request().var_spans();
-            // SAFETY: the shim passes two writable structs.
-            unsafe {
-                *env = ctx.shared().process_env.as_shim();
-                *vars = ShimVars { block: ctx.request().block().as_ptr().cast(), spans: spans.as_ptr(), pairs };
-            }
+            // SAFETY: the shim passes a writable struct.
+            unsafe { *vars = ShimVars { block: ctx.request().block().as_ptr().cast(), spans: spans.as_ptr(), pairs } };
         }
     })
 }

@@ -36,8 +36,8 @@ pub enum RunResult {
 unsafe extern "C" {
     /// # Safety
     /// Call once per engine, on the engine's main thread; `ini_entries` must outlive the
-    /// engine and `module` must be an ext-php-rs module entry.
-    pub fn pw_shim_engine_startup(ini_entries: *const c_char, module: *mut c_void) -> c_int;
+    /// engine, `module` must be an ext-php-rs module entry and `env` valid during the call.
+    pub fn pw_shim_engine_startup(ini_entries: *const c_char, module: *mut c_void, env: *const ShimVars) -> c_int;
     /// # Safety
     /// On the thread that called `pw_shim_engine_startup`, after every PHP thread exited.
     pub fn pw_shim_engine_shutdown();
