@@ -7,7 +7,10 @@ package phpworker
 import "C"
 
 import (
-	"runtime/cgo"
+	"net/http"
+	"net/textproto"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -16,7 +19,7 @@ import (
 
 //export goPhpWorkerRespond
 func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_t {
-	pr := cgo.Handle(handle).Value().(*phpRequest)
+	pr := lookupRequest(uintptr(handle))
 	headers := unsafe.Slice(resp.headers, int(resp.headers_len))
 	var body []byte
 	if resp.body_len > 0 {
@@ -25,7 +28,7 @@ func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_
 	flags := uint32(resp.flags)
 	ok := pr.respond(int(resp.status), headers, body, flags)
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
-		cgo.Handle(handle).Delete()
+		pr.release() // the core's reference
 	}
 	if !ok {
 		return 1
@@ -35,7 +38,7 @@ func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_
 
 //export goPhpWorkerReadBody
 func goPhpWorkerReadBody(handle C.size_t, buf *C.uint8_t, n C.size_t) C.int64_t {
-	pr := cgo.Handle(handle).Value().(*phpRequest)
+	pr := lookupRequest(uintptr(handle))
 	return C.int64_t(pr.readBody(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))))
 }
 
@@ -43,7 +46,7 @@ func goPhpWorkerReadBody(handle C.size_t, buf *C.uint8_t, n C.size_t) C.int64_t 
 func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t) {
 	log := appLogger()
 	if handle != 0 {
-		log = cgo.Handle(handle).Value().(*phpRequest).logger
+		log = lookupRequest(uintptr(handle)).logger()
 	}
 	text := C.GoStringN((*C.char)(unsafe.Pointer(msg)), C.int(n))
 	switch level {
@@ -58,7 +61,51 @@ func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t
 	}
 }
 
-// headerString reads a header name or value the core lent for the callback.
-func headerString(p *C.uint8_t, n C.size_t) string {
-	return C.GoStringN((*C.char)(unsafe.Pointer(p)), C.int(n))
+// addHeaders adds the headers the core lent for the callback.
+func addHeaders(h http.Header, headers []C.php_worker_header_t) {
+	for i := range headers {
+		name := canonicalName(unsafe.Slice((*byte)(unsafe.Pointer(headers[i].name)), int(headers[i].name_len)))
+		value := C.GoStringN((*C.char)(unsafe.Pointer(headers[i].value)), C.int(headers[i].value_len))
+		h[name] = append(h[name], value)
+	}
+}
+
+// headerNames caches the canonical form of the header names PHP sends ("Content-type"
+// becomes "Content-Type"), so a response allocates only its values. Copy on write:
+// lookups take no lock.
+var headerNames struct {
+	m  atomic.Pointer[map[string]string]
+	mu sync.Mutex
+}
+
+const maxCachedHeaderNames = 512
+
+func canonicalName(b []byte) string {
+	if m := headerNames.m.Load(); m != nil {
+		if name, ok := (*m)[string(b)]; ok {
+			return name
+		}
+	}
+	name := textproto.CanonicalMIMEHeaderKey(string(b))
+	headerNames.mu.Lock()
+	defer headerNames.mu.Unlock()
+	old := headerNames.m.Load()
+	if old == nil || len(*old) < maxCachedHeaderNames {
+		next := make(map[string]string, 1+lenOf(old))
+		if old != nil {
+			for k, v := range *old {
+				next[k] = v
+			}
+		}
+		next[string(b)] = name
+		headerNames.m.Store(&next)
+	}
+	return name
+}
+
+func lenOf(m *map[string]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"runtime/cgo"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,7 +114,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		yes := true
 		h.ResolveRootSymlink = &yes
 	}
-	h.resolver = resolver{index: index, split: normalized, fileServer: !h.DisableFileServer, stat: osStat}
+	h.resolver = resolver{index: index, split: normalized, fileServer: !h.DisableFileServer, stat: statKind}
 
 	keys := make([]string, 0, len(h.Env))
 	for k := range h.Env {
@@ -151,6 +150,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app.addSiteWorkers(workers)
+	h.resolver.known = func(name string) bool { return h.workerFor(name) != nil }
 
 	if h.resolver.fileServer {
 		h.fileServer = &fileserver.FileServer{Root: h.Root}
@@ -304,39 +304,38 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	}
 	b.contentLength = r.ContentLength
 
-	pr := &phpRequest{
-		w:      w,
-		r:      r,
-		logger: h.logger.With(zap.String("uri", r.RequestURI)),
-		done:   make(chan struct{}),
+	pr := acquireRequest(h, w, r)
+	if pr == nil {
+		putRequestBuffer(b)
+		return h.unavailable(w, "too many requests in flight")
 	}
-	handle := cgo.NewHandle(pr)
+	defer pr.release() // the handler's reference
 	var core *C.php_worker_request_t
 	var rc C.int32_t
 	for attempt := 0; ; attempt++ {
 		e := waitEngine(r.Context().Done(), engineWait)
 		if e == nil {
 			putRequestBuffer(b)
-			handle.Delete()
+			pr.release() // the core never got it
 			return h.unavailable(w, "PHP is not running")
 		}
-		core, rc = e.submit(pool, b, flags, uintptr(handle))
+		core, rc = e.submit(pool, b, flags, pr.handle)
 		if rc != C.PHP_WORKER_ERR_STOPPED || attempt > 0 {
 			break
 		}
 		// The engine is restarting (config reload): wait for the next one, once.
 	}
 	putRequestBuffer(b)
+	if rc != C.PHP_WORKER_OK {
+		pr.release() // the core never got it
+	}
 	switch rc {
 	case C.PHP_WORKER_OK:
 	case C.PHP_WORKER_ERR_QUEUE_FULL:
-		handle.Delete()
 		return h.unavailable(w, "all PHP threads are busy and the queue is full")
 	case C.PHP_WORKER_ERR_STOPPED:
-		handle.Delete()
 		return h.unavailable(w, "PHP is restarting")
 	default:
-		handle.Delete()
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
 	}
 	pr.mu.Lock()

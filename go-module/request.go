@@ -11,23 +11,96 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
 
 // phpRequest is the Go side of a request PHP is running. The handler goroutine waits on
 // done; the core's callbacks, on a PHP thread, write the response through it.
+//
+// phpRequests are recycled: each has a fixed handle (its index in requests) that the
+// core passes back in callbacks, and two owners, the handler and the core, each of
+// which releases it once; the last release returns it to the free list.
 type phpRequest struct {
-	w      http.ResponseWriter
-	r      *http.Request
-	logger *zap.Logger
-	done   chan struct{}
+	handle uintptr
+	refs   atomic.Int32
+	done   chan struct{} // receives one value when the core has sent DONE
+
+	w       http.ResponseWriter
+	r       *http.Request
+	uri     string
+	handler *Handler
 
 	mu        sync.Mutex
 	finished  bool // the DONE callback came: the core forgot this request
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	core      *C.php_worker_request_t
 	status    int // status sent to the client, 0 before headers
+}
+
+// requestChunk is a block of request slots; chunks never move, so lookups need no lock.
+const requestChunk = 256
+
+// requests is the table of phpRequests by handle (index + 1; 0 means no request).
+var requests struct {
+	chunks [1 << 14]atomic.Pointer[[requestChunk]*phpRequest]
+	mu     sync.Mutex
+	free   []*phpRequest
+	count  int
+}
+
+// acquireRequest returns a reset phpRequest owned twice (handler and core).
+func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequest {
+	requests.mu.Lock()
+	var pr *phpRequest
+	if n := len(requests.free); n > 0 {
+		pr = requests.free[n-1]
+		requests.free = requests.free[:n-1]
+	} else if requests.count < len(requests.chunks)*requestChunk {
+		i := requests.count
+		requests.count++
+		chunk := requests.chunks[i/requestChunk].Load()
+		if chunk == nil {
+			chunk = new([requestChunk]*phpRequest)
+			requests.chunks[i/requestChunk].Store(chunk)
+		}
+		pr = &phpRequest{handle: uintptr(i + 1), done: make(chan struct{}, 1)}
+		chunk[i%requestChunk] = pr
+	}
+	requests.mu.Unlock()
+	if pr == nil {
+		return nil // more than 4 million requests in flight
+	}
+	pr.refs.Store(2)
+	pr.w, pr.r, pr.uri, pr.handler = w, r, r.RequestURI, h
+	return pr
+}
+
+// lookupRequest finds the request of a callback's handle.
+func lookupRequest(handle uintptr) *phpRequest {
+	i := int(handle) - 1
+	return requests.chunks[i/requestChunk].Load()[i%requestChunk]
+}
+
+// release drops one owner's reference; the last one recycles the request.
+func (pr *phpRequest) release() {
+	if pr.refs.Add(-1) != 0 {
+		return
+	}
+	select {
+	case <-pr.done:
+	default:
+	}
+	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
+	pr.finished, pr.abandoned, pr.status = false, false, 0
+	requests.mu.Lock()
+	requests.free = append(requests.free, pr)
+	requests.mu.Unlock()
+}
+
+func (pr *phpRequest) logger() *zap.Logger {
+	return pr.handler.logger.With(zap.String("uri", pr.uri))
 }
 
 // respond writes response data; false when the client is gone.
@@ -37,22 +110,16 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	ok := !pr.abandoned
 	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
 		h := pr.w.Header()
-		for i := range headers {
-			h.Add(headerString(headers[i].name, headers[i].name_len), headerString(headers[i].value, headers[i].value_len))
-		}
+		addHeaders(h, headers)
 		pr.w.WriteHeader(status)
 		// The final response sends PHP's whole header list again.
 		clear(h)
 		return true
 	}
 	if ok && status != 0 {
-		h := pr.w.Header()
-		for i := range headers {
-			name := headerString(headers[i].name, headers[i].name_len)
-			h.Add(name, headerString(headers[i].value, headers[i].value_len))
-		}
+		addHeaders(pr.w.Header(), headers)
 		if status < 100 || status > 999 {
-			pr.logger.Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
+			pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
 			status = http.StatusInternalServerError
 		}
 		pr.w.WriteHeader(status)
@@ -60,7 +127,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	}
 	if ok && len(body) > 0 {
 		if _, err := pr.w.Write(body); err != nil {
-			pr.logger.Debug("client went away while PHP was writing", zap.Error(err))
+			pr.logger().Debug("client went away while PHP was writing", zap.Error(err))
 			ok = false
 		}
 	}
@@ -71,7 +138,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	}
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
 		pr.finished = true
-		close(pr.done)
+		pr.done <- struct{}{}
 	}
 	return ok
 }
@@ -85,7 +152,7 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	}
 	n, err := io.ReadFull(pr.r.Body, buf)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		pr.logger.Warn("reading the request body failed", zap.Error(err))
+		pr.logger().Warn("reading the request body failed", zap.Error(err))
 		if n == 0 {
 			return -1
 		}
