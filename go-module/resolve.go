@@ -4,10 +4,9 @@
 package phpworker
 
 import (
-	"io/fs"
-	"os"
 	"path"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -31,12 +30,53 @@ type resolver struct {
 	index      string   // index file name; "" when disabled
 	split      []string // lower-case ASCII split extensions, like ".php"
 	fileServer bool     // serve existing non-PHP files
-	stat       func(string) (fs.FileInfo, error)
+	stat       func(string) fileKind
+	// known reports files known to exist without a stat: running worker scripts.
+	known func(string) bool
+}
+
+// fileKind is what a path names on disk.
+type fileKind uint8
+
+const (
+	missing fileKind = iota
+	regularFile
+	directory
+	otherFile
+)
+
+// statKind stats a path without allocating (os.Stat allocates a FileInfo per call).
+func statKind(name string) fileKind {
+	var st syscall.Stat_t
+	if syscall.Stat(name, &st) != nil {
+		return missing
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return regularFile
+	case syscall.S_IFDIR:
+		return directory
+	}
+	return otherFile
 }
 
 func (rs resolver) isFile(name string) bool {
-	fi, err := rs.stat(name)
-	return err == nil && fi.Mode().IsRegular()
+	if rs.known != nil && rs.known(name) {
+		return true
+	}
+	return rs.stat(name) == regularFile
+}
+
+// joinRoot joins a path cleaned by caddyhttp.NormalizedPath (rooted, no dot segments)
+// to the root without the allocations of filepath.Join.
+func joinRoot(root, p string) string {
+	if p == "" || p == "/" {
+		return root
+	}
+	if strings.HasSuffix(root, "/") {
+		return root + p[1:]
+	}
+	return root + p
 }
 
 // resolve returns the target for the decoded request path reqPath under root.
@@ -47,16 +87,16 @@ func (rs resolver) resolve(root, reqPath string) (target, script) {
 	}
 	if pos := splitPos(p, rs.split); pos >= 0 {
 		name := p[:pos]
-		filename := caddyhttp.SanitizedPathJoin(root, name)
+		filename := joinRoot(root, name)
 		if rs.isFile(filename) {
 			return targetPHP, script{root: root, name: name, pathInfo: p[pos:], filename: filename}
 		}
 	} else {
-		filename := caddyhttp.SanitizedPathJoin(root, p)
-		if fi, err := rs.stat(filename); err == nil {
-			if fi.IsDir() {
+		filename := joinRoot(root, strings.TrimSuffix(p, "/"))
+		if kind := rs.stat(filename); kind != missing {
+			if kind == directory {
 				if rs.index != "" {
-					index := caddyhttp.SanitizedPathJoin(filename, rs.index)
+					index := filename + "/" + rs.index
 					if rs.isFile(index) {
 						if !strings.HasSuffix(p, "/") {
 							return targetRedirect, script{}
@@ -67,13 +107,13 @@ func (rs resolver) resolve(root, reqPath string) (target, script) {
 				if rs.fileServer && strings.HasSuffix(p, "/") {
 					return targetStatic, script{}
 				}
-			} else if rs.fileServer && fi.Mode().IsRegular() {
+			} else if rs.fileServer && kind == regularFile {
 				return targetStatic, script{}
 			}
 		}
 	}
 	if rs.index != "" {
-		index := caddyhttp.SanitizedPathJoin(root, rs.index)
+		index := joinRoot(root, "/"+rs.index)
 		if rs.isFile(index) {
 			return targetPHP, script{root: root, name: "/" + rs.index, filename: index}
 		}
@@ -133,5 +173,3 @@ func normalizeSplit(exts []string) ([]string, bool) {
 	}
 	return out, true
 }
-
-var osStat = os.Stat

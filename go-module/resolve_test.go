@@ -4,28 +4,14 @@
 package phpworker
 
 import (
-	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
-type fakeInfo struct{ dir bool }
-
-func (f fakeInfo) Name() string       { return "" }
-func (f fakeInfo) Size() int64        { return 0 }
-func (f fakeInfo) ModTime() time.Time { return time.Time{} }
-func (f fakeInfo) Sys() any           { return nil }
-func (f fakeInfo) IsDir() bool        { return f.dir }
-func (f fakeInfo) Mode() fs.FileMode {
-	if f.dir {
-		return fs.ModeDir
-	}
-	return 0
-}
-
 // fakeFS answers stat for a fixed tree; directories end with "/".
-func fakeFS(paths ...string) func(string) (fs.FileInfo, error) {
+func fakeFS(paths ...string) func(string) fileKind {
 	files, dirs := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
 		if strings.HasSuffix(p, "/") {
@@ -34,15 +20,26 @@ func fakeFS(paths ...string) func(string) (fs.FileInfo, error) {
 			files[p] = true
 		}
 	}
-	return func(name string) (fs.FileInfo, error) {
+	return func(name string) fileKind {
 		name = strings.TrimSuffix(name, "/")
 		switch {
 		case files[name]:
-			return fakeInfo{}, nil
+			return regularFile
 		case dirs[name]:
-			return fakeInfo{dir: true}, nil
+			return directory
 		}
-		return nil, fs.ErrNotExist
+		return missing
+	}
+}
+
+func TestStatKind(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.php")
+	if err := os.WriteFile(file, []byte("<?php"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if statKind(file) != regularFile || statKind(dir) != directory || statKind(file+"x") != missing {
+		t.Error("statKind does not tell files, directories and missing paths apart")
 	}
 }
 
@@ -123,6 +120,24 @@ func TestResolve(t *testing.T) {
 		}
 		if kind == targetPHP && s.root != "/srv" {
 			t.Errorf("resolve(%q): root %q", tc.path, s.root)
+		}
+	}
+}
+
+func TestResolveTrustsRunningWorkerFiles(t *testing.T) {
+	rs := resolver{index: "index.php", split: []string{".php"}, stat: fakeFS(),
+		known: func(name string) bool { return name == "/srv/index.php" }}
+	if kind, s := rs.resolve("/srv", "/users/1"); kind != targetPHP || s.filename != "/srv/index.php" {
+		t.Errorf("a worker's file needs no stat: got %v %+v", kind, s)
+	}
+}
+
+func TestJoinRoot(t *testing.T) {
+	for _, tc := range [][3]string{
+		{"/srv", "/", "/srv"}, {"/srv", "", "/srv"}, {"/srv", "/a/b.php", "/srv/a/b.php"}, {"/", "/x", "/x"},
+	} {
+		if got := joinRoot(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("joinRoot(%q, %q) = %q, want %q", tc[0], tc[1], got, tc[2])
 		}
 	}
 }
