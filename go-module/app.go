@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -169,7 +168,7 @@ func (a *App) engineConfig() ([]byte, error) {
 	}
 	total := a.NumThreads
 	if total == 0 {
-		total = max(2*runtime.GOMAXPROCS(0), workerThreads+1)
+		total = max(2*cpus(), workerThreads+1)
 	} else if total <= workerThreads {
 		return nil, fmt.Errorf("num_threads (%d) must be greater than the worker threads (%d): one thread at least serves classic scripts", total, workerThreads)
 	}

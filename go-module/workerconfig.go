@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,7 +72,7 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 		w.Name = abs
 	}
 	if w.Num == 0 {
-		w.Num = 2 * runtime.GOMAXPROCS(0)
+		w.Num = 2 * cpus()
 	}
 	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 {
 		return fmt.Errorf("worker %s: num, max_requests and max_boot_backoff must not be negative", w.Name)

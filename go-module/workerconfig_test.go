@@ -7,7 +7,6 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -26,7 +25,7 @@ func TestWorkerProvision(t *testing.T) {
 	if w.FileName != filepath.Join(dir, "w.php") || w.Name != w.FileName {
 		t.Errorf("file %q name %q: relative files are resolved from the root", w.FileName, w.Name)
 	}
-	if w.Num != 2*runtime.GOMAXPROCS(0) {
+	if w.Num != 2*cpus() {
 		t.Errorf("num defaults to 2 × CPUs, got %d", w.Num)
 	}
 	want := [][2]string{{"A", "worker"}, {"B", "site"}, {"FRANKENPHP_WORKER", "1"}}
