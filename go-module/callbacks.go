@@ -19,6 +19,7 @@ import (
 
 //export goPhpWorkerRespond
 func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_t {
+	countOut()
 	pr := lookupRequest(uintptr(handle))
 	headers := unsafe.Slice(resp.headers, int(resp.headers_len))
 	var body []byte
@@ -38,12 +39,14 @@ func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_
 
 //export goPhpWorkerReadBody
 func goPhpWorkerReadBody(handle C.size_t, buf *C.uint8_t, n C.size_t) C.int64_t {
+	countOut()
 	pr := lookupRequest(uintptr(handle))
 	return C.int64_t(pr.readBody(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))))
 }
 
 //export goPhpWorkerLog
 func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t) {
+	countOut()
 	log := appLogger()
 	if handle != 0 {
 		log = lookupRequest(uintptr(handle)).logger()

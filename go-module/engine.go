@@ -64,6 +64,30 @@ func init() {
 // coreBuildID names the Rust core linked in; xcaddy.sh stamps it at link time.
 var coreBuildID = "dev"
 
+// crossings counts Go↔Rust calls when PHP_WORKER_COUNT_CROSSINGS=1 (the benchmark
+// suite reads them from the "PHP engine stopped" log line): calls into the core, and
+// callbacks out of it.
+var crossings struct {
+	enabled bool
+	in, out atomic.Int64
+}
+
+func init() {
+	crossings.enabled = os.Getenv("PHP_WORKER_COUNT_CROSSINGS") == "1"
+}
+
+func countIn() {
+	if crossings.enabled {
+		crossings.in.Add(1)
+	}
+}
+
+func countOut() {
+	if crossings.enabled {
+		crossings.out.Add(1)
+	}
+}
+
 // logger is php_worker's logger for messages outside a request.
 var logger atomic.Pointer[zap.Logger]
 
@@ -151,6 +175,12 @@ func stopEngine(owner *App) {
 		cur.shutdown()
 		publishEngine(nil)
 		reserveCallbackP(false)
+		fields := []zap.Field{zap.String("core", coreBuildID)}
+		if crossings.enabled {
+			fields = append(fields, zap.Int64("calls_into_core", crossings.in.Load()),
+				zap.Int64("callbacks_from_core", crossings.out.Load()))
+		}
+		appLogger().Info("PHP engine stopped", fields...)
 	}
 }
 
@@ -196,6 +226,7 @@ func (e *engine) submit(pool uint32, b *requestBuffer, flags uint32, handle uint
 		return nil, C.PHP_WORKER_ERR_STOPPED
 	}
 	var out *C.php_worker_request_t
+	countIn()
 	rc := C.php_worker_request_submit(e.ptr, C.uint32_t(pool),
 		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b.strings))), C.size_t(len(b.strings)),
 		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.spans))), C.size_t(len(b.spans)),
@@ -206,6 +237,7 @@ func (e *engine) submit(pool uint32, b *requestBuffer, flags uint32, handle uint
 
 // cancelRequest withdraws a submitted request; true when it will not run.
 func cancelRequest(r *C.php_worker_request_t) bool {
+	countIn()
 	return bool(C.php_worker_request_cancel(r))
 }
 

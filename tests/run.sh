@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: rust-core's unit tests and header check, the
-# Go module's unit tests, then the end-to-end suite against the built ./caddy.
+# Go module's unit tests, the end-to-end suite against the built ./caddy, and a quick
+# pass of the benchmark suite as a smoke check.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests
@@ -20,3 +21,6 @@ echo "== go-module: vet and unit tests"
 echo "== end to end"
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
 python3 -m pytest -q tests/e2e "$@"
+
+echo "== benchmark smoke check (every workload briefly, every server must answer correctly)"
+SKIP_BUILD=1 tests/bench/run.sh --quick

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The benchmark suite: php_worker against nginx + php-fpm and bare Caddy, on loopback.
+# Installs its peers from Debian (nginx, php8.2-fpm, PostgreSQL) and oha from crates.io.
+#
+#   tests/bench/run.sh           full run (about 15 minutes on 2 cores): writes
+#                                tests/bench/RESULTS.md and tests/bench/results.png
+#   tests/bench/run.sh --quick   every workload briefly, checking every server's answers
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+OHA_VERSION=1.16.0
+
+scripts/install-deps.sh --bench
+[ -x ./caddy ] && [ "${SKIP_BUILD:-}" = 1 ] || ./xcaddy.sh
+source scripts/env.sh
+if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
+	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
+	cargo install oha --version "$OHA_VERSION" --locked --quiet
+fi
+if [[ " $* " != *" --quick "* ]]; then
+	python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install --quiet matplotlib
+fi
+exec python3 tests/bench/bench.py "$@"
