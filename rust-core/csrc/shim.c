@@ -319,15 +319,20 @@ static void pw_clear_request_info(void)
 	SG(server_context) = NULL;
 }
 
+/* True while the boot pseudo-request of a worker script is active: the first call to
+ * frankenphp_handle_request() ends it. */
+static __thread bool pw_in_boot_request;
+
 static bool pw_fatal_error_happened(void)
 {
 	return PG(last_error_message) != NULL && (PG(last_error_type) & PW_FATAL_ERRORS);
 }
 
-pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal)
+pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, bool *fatal, int *exit_status)
 {
 	volatile pw_run_result result = PW_RUN_OK;
 	*fatal = false;
+	*exit_status = 0;
 
 	zend_first_try {
 		pw_fill_request_info(req);
@@ -337,15 +342,22 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal)
 			zend_file_handle file;
 			zend_stream_init_filename(&file, req->script_filename);
 			file.primary_script = 1;
+			pw_in_boot_request = worker;
+			EG(exit_status) = 0;
 			php_execute_script(&file);
 			zend_destroy_file_handle(&file);
 			*fatal = pw_fatal_error_happened();
+			*exit_status = EG(exit_status);
 		}
+		/* Shuts down whichever request is active: the script's own, or for a worker the
+		 * idle one, or the HTTP request a fatal error interrupted (which gets the rest of
+		 * the output). */
 		php_request_shutdown(NULL);
 	} zend_catch {
 		result = PW_RUN_UNHEALTHY;
 	} zend_end_try();
 
+	pw_in_boot_request = false;
 	pw_clear_request_info();
 	return result;
 }
@@ -355,10 +367,6 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal)
 /* Modules whose per-request state lives past a worker request unless they run their
  * request shutdown and startup hooks around it. */
 static const char *const pw_request_modules[] = {"filter", "session", NULL};
-
-/* True while the boot pseudo-request of a worker script is active: the first call to
- * frankenphp_handle_request() ends it. */
-static __thread bool pw_in_boot_request;
 
 static void pw_modules_request_hook(bool startup)
 {
@@ -467,39 +475,6 @@ static void pw_worker_request_shutdown(void)
 	} zend_end_try();
 	pw_clear_request_info();
 	zend_set_memory_limit(PG(memory_limit));
-}
-
-pw_run_result pw_shim_run_worker(const pw_shim_request *boot, bool *fatal, int *exit_status)
-{
-	volatile pw_run_result result = PW_RUN_OK;
-	*fatal = false;
-	*exit_status = 0;
-
-	zend_first_try {
-		pw_fill_request_info(boot);
-		if (php_request_startup() == FAILURE) {
-			result = PW_RUN_STARTUP_FAILED;
-		} else {
-			zend_file_handle file;
-			zend_stream_init_filename(&file, boot->script_filename);
-			file.primary_script = 1;
-			pw_in_boot_request = true;
-			EG(exit_status) = 0;
-			php_execute_script(&file);
-			zend_destroy_file_handle(&file);
-			*fatal = pw_fatal_error_happened();
-			*exit_status = EG(exit_status);
-		}
-		/* Shuts down whichever request is active: the boot one, the idle one, or the
-		 * HTTP request a fatal error interrupted (it gets the rest of the output). */
-		php_request_shutdown(NULL);
-	} zend_catch {
-		result = PW_RUN_UNHEALTHY;
-	} zend_end_try();
-
-	pw_in_boot_request = false;
-	pw_clear_request_info();
-	return result;
 }
 
 /* Starts the idle pseudo-request, so code after the worker's loop (and PHP's own

@@ -62,14 +62,12 @@ void pw_shim_engine_shutdown(void);
 void pw_shim_thread_init(const char *name);
 void pw_shim_thread_shutdown(void);
 
-/* Runs one classic request: request startup, the script, request shutdown. *fatal is set
- * when the script ended on a fatal error or an uncaught exception. */
-pw_run_result pw_shim_run_script(const pw_shim_request *req, bool *fatal);
-
-/* Runs a worker script with `boot` as the request it sees while it boots; the script
- * serves HTTP requests through frankenphp_handle_request() until it returns. *fatal and
- * *exit_status tell how the script ended. */
-pw_run_result pw_shim_run_worker(const pw_shim_request *boot, bool *fatal, int *exit_status);
+/* Runs a script as one request: request startup, the script, request shutdown. *fatal
+ * is set when it ended on a fatal error or an uncaught exception, *exit_status to its
+ * exit status. With `worker`, req is the request the worker script sees while it boots,
+ * and the script serves HTTP requests through frankenphp_handle_request() until it
+ * returns. */
+pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, bool *fatal, int *exit_status);
 
 /* What it takes to stop the script running on a PHP thread from another thread, the way
  * max_execution_time does: the thread and its execution timer. */

@@ -48,11 +48,9 @@ unsafe extern "C" {
     /// On a thread that called `pw_shim_thread_init`, outside any request.
     pub fn pw_shim_thread_shutdown();
     /// # Safety
-    /// On an initialised PHP thread; every pointer in `req` valid until it returns.
-    pub fn pw_shim_run_script(req: *const ShimRequest, fatal: *mut bool) -> RunResult;
-    /// # Safety
-    /// As `pw_shim_run_script`; the worker hooks in src/worker.rs must be armed.
-    pub fn pw_shim_run_worker(boot: *const ShimRequest, fatal: *mut bool, exit_status: *mut c_int) -> RunResult;
+    /// On an initialised PHP thread; every pointer in `req` valid until it returns; with
+    /// `worker`, the worker hooks in src/worker.rs must be armed.
+    pub fn pw_shim_run_script(req: *const ShimRequest, worker: bool, fatal: *mut bool, exit_status: *mut c_int) -> RunResult;
     /// # Safety
     /// On an initialised PHP thread; `slot` is writable.
     pub fn pw_shim_kill_slot(slot: *mut KillSlot);

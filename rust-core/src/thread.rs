@@ -43,10 +43,10 @@ fn serve_until_unhealthy(jobs: &Receiver<Box<Request>>, scratch: &mut Scratch) -
         }
         let mut ctx = Box::new(RequestContext::new(request, std::mem::take(scratch), Sink::Client));
         let req = shim_request(&mut ctx);
-        let mut fatal = false;
+        let (mut fatal, mut exit_status) = (false, 0);
         // SAFETY: `req`'s strings live in the request inside `ctx`, which outlives the
         // call; the hooks reach `ctx` only through the pointer in `req`.
-        let result = unsafe { shim::pw_shim_run_script(&req, &mut fatal) };
+        let result = unsafe { shim::pw_shim_run_script(&req, false, &mut fatal, &mut exit_status) };
         if result != RunResult::Ok {
             ctx.log(Level::Error, &format!("PHP request failed outside the script ({result:?})"));
         }

@@ -1,6 +1,6 @@
 //! Worker mode: a PHP thread boots a script once and serves many requests through it.
 //!
-//! The thread runs the worker script (csrc/shim.c `pw_shim_run_worker`). The script
+//! The thread runs the worker script (csrc/shim.c `pw_shim_run_script` in worker mode). The script
 //! calls `frankenphp_handle_request($handler)` in a loop; that C function asks the hooks
 //! below for the next request (blocking on the pool's queue, outside any PHP call),
 //! sets the request up, calls the handler and reports back when it is done. When the
@@ -183,7 +183,7 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
     let (mut fatal, mut exit_status) = (false, 0);
     // SAFETY: `boot` points into `idle`, alive for the call; the hooks below reach the
     // contexts only through the pointers lent to PHP.
-    let result = unsafe { shim::pw_shim_run_worker(&boot, &mut fatal, &mut exit_status) };
+    let result = unsafe { shim::pw_shim_run_script(&boot, true, &mut fatal, &mut exit_status) };
     let run = RUN.with(|r| r.borrow_mut().take()).expect("the worker run state outlives the script");
     *scratch = run.scratch;
     let mut request_failed = run.request_failed;

@@ -145,6 +145,23 @@ class Server:
         return self.proc.returncode
 
 
+def assert_disconnect_frees_the_thread(srv):
+    """A client that leaves in the middle of a streamed response: the script sees the
+    aborted connection and the server's only PHP thread serves again."""
+    marker = srv.workdir / "marker.txt"
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"GET /forever.php?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    assert b"xxxx" in s.recv(65536)
+    s.close()
+    deadline = time.time() + 10
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists() and marker.read_text() == "aborted=1", "the script saw the aborted connection"
+    r = srv.get("/hello.php", timeout=5)
+    assert (r.status, r.text) == (200, "Hello, world!"), "the PHP thread is free again"
+    assert srv.stop() == 0
+
+
 def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
     return f"""{{
 	admin 127.0.0.1:{admin_port}

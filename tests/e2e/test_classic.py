@@ -13,7 +13,7 @@ import subprocess
 import time
 import uuid
 
-from conftest import APP, CADDY, REPO, WORK, free_port, make_caddyfile
+from conftest import APP, CADDY, REPO, assert_disconnect_frees_the_thread, free_port, make_caddyfile
 
 
 def test_hello(php):
@@ -288,19 +288,7 @@ def test_path_traversal_never_leaves_the_root(server):
 
 
 def test_client_disconnect_frees_the_thread(start_server):
-    srv = start_server("disconnect", threads=1)
-    marker = WORK / "disconnect" / "marker.txt"
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-    s.sendall(f"GET /forever.php?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-    assert b"xxxx" in s.recv(65536)
-    s.close()
-    deadline = time.time() + 10
-    while not marker.exists() and time.time() < deadline:
-        time.sleep(0.05)
-    assert marker.exists() and marker.read_text() == "aborted=1", "the script saw the aborted connection"
-    r = srv.get("/hello.php", timeout=5)
-    assert r.status == 200, "the only PHP thread is free again"
-    assert srv.stop() == 0
+    assert_disconnect_frees_the_thread(start_server("disconnect", threads=1))
 
 
 def test_concurrent_requests_see_only_their_own_data(php):

@@ -4,14 +4,13 @@ frankenphp_handle_request(), over real HTTP."""
 import concurrent.futures
 import json
 import os
-import socket
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import WORK, make_caddyfile, free_port
+from conftest import WORK, assert_disconnect_frees_the_thread
 from test_classic import multipart
 
 HERE = Path(__file__).resolve().parent
@@ -322,20 +321,8 @@ def test_a_stuck_script_is_stopped_after_the_shutdown_timeout(start_server, tmp_
 
 
 def test_client_disconnect_frees_a_worker_thread(start_server):
-    srv = start_server("worker-disconnect", threads=2, site_extra=f"""\t\tworker {{
+    assert_disconnect_frees_the_thread(start_server("worker-disconnect", threads=2, site_extra=f"""\t\tworker {{
 			file {HERE}/app/executor.php
 			num 1
 			match /forever.php /hello.php
-		}}""")
-    marker = WORK / "worker-disconnect" / "marker.txt"
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-    s.sendall(f"GET /forever.php?marker={marker} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-    assert b"xxxx" in s.recv(65536)
-    s.close()
-    deadline = time.time() + 10
-    while not marker.exists() and time.time() < deadline:
-        time.sleep(0.05)
-    assert marker.exists() and marker.read_text() == "aborted=1"
-    r = srv.get("/hello.php", timeout=5)
-    assert (r.status, r.text) == (200, "Hello, world!"), "the worker's only thread serves again"
-    assert srv.stop() == 0
+		}}"""))
