@@ -15,7 +15,7 @@ build_pkgs=(
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
 )
 test_pkgs=(curl python3)
-bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps)
+bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do

