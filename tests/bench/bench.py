@@ -131,10 +131,18 @@ class Server:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT if isinstance(self, (PhpWorker, CaddyRespond)) else signal.SIGQUIT)
+            caddy = isinstance(self, (PhpWorker, CaddyRespond))
+            self.proc.send_signal(signal.SIGINT if caddy else signal.SIGQUIT)
             try:
                 self.proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
+                log(f"  {self.name} did not stop within 40 s" + (": goroutine dump in its log" if caddy else ""))
+                if caddy:
+                    self.proc.send_signal(signal.SIGQUIT)  # Go prints every goroutine, then exits
+                    try:
+                        self.proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
                 self.proc.kill()
                 self.proc.wait()
 
@@ -366,6 +374,13 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
     }
 
 
+def check_answered(r, name):
+    """Every run must get answers: a run where none came back means a stalled server (or
+    a stalled machine), and its figures would be meaningless."""
+    check(r["ok"] > 0, f"{name}: no request was answered during the run ({r['errors']})")
+    check(r["bad"] == 0, f"{name}: {r['bad']} failed requests {r['codes']} {r['errors']}")
+
+
 def check(cond, message):
     if not cond:
         raise AssertionError(message)
@@ -412,10 +427,10 @@ def workload_hello(q):
         with Run(server, "/", is_hello):
             warmup = oha(server, "/", duration=1 if q else 2)  # OPcache, connections, threads
             peak = oha(server, "/", duration=q.short if q else 10)
-            check(peak["bad"] == 0, f"{server.name}: {peak['bad']} failed requests {peak['codes']} {peak['errors']}")
+            check_answered(peak, server.name)
             half = max(50, int(peak["ok_rps"] / 2))
             steady = oha(server, "/", rate=half, duration=q.short if q else 10)
-            check(steady["bad"] == 0, f"{server.name}: {steady['bad']} failed requests at {half} req/s")
+            check_answered(steady, f"{server.name} at {half} req/s")
             rows.append({"server": server.name, "peak": peak, "rate": half, "steady": steady})
             if not q and isinstance(server, PhpWorker) and server.worker:
                 rows[-1]["profile"] = profile(server)
@@ -497,7 +512,8 @@ def workload_boot(q):
             if isinstance(server, PhpWorker) and not server.worker or isinstance(server, NginxFpm):
                 n = 40 if q else 300  # booting on every request: 300 requests say enough
             warm = oha(server, "/?name=warm", conns=20, requests=n)
-            check(cold["bad"] == 0 and warm["bad"] == 0, f"{server.name}: failed requests {warm['codes']}")
+            check_answered(cold, f"{server.name} cold")
+            check_answered(warm, f"{server.name} warm")
             rows.append({"server": server.name, "cold": cold, "warm": warm, "requests": n})
         finally:
             server.stop()
@@ -600,6 +616,7 @@ def workload_io(q, pg, variant):
                 points.append(r)
                 log(f"    {rate:5d} req/s offered: {r['ok_rps']:7.0f} ok/s, p50 {r['p50_ms']:8.1f} ms, "
                     f"p99 {r['p99_ms']:8.1f} ms, failed {r['bad']}")
+                check(r["ok"] > 0, f"{server.name}: nothing answered at {rate} req/s")
                 if q:
                     check(r["bad"] == 0, f"{server.name}: {r['bad']} failed requests {r['codes']} {r['errors']}")
                 if r["ok_rps"] < 0.85 * rate or r["p50_ms"] > 2000:
@@ -628,7 +645,7 @@ def workload_memory(q):
         done = 0
         while done < total:
             r = oha(server, "/", requests=chunk, conns=64)
-            check(r["bad"] == 0, f"drift run: failed requests {r['codes']}")
+            check_answered(r, "drift run")
             done += chunk
             drift.append({"requests": done, "rss_mb": rss_mb(server.pids())})
     return {"by_threads": by_threads, "per_thread_mb": per_thread, "drift": drift}
