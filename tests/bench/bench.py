@@ -813,8 +813,9 @@ def write_results(results, elapsed):
         w("|---|---:|")
         for group, share in sorted(prof["threads"].items(), key=lambda kv: -kv[1]):
             w(f"| {group} | {share:.1f}% |")
-        w(f"\nOf the PHP threads' share, {prof['php_switching']:.1f} points are the kernel switching threads in "
-          "and out (a PHP thread sleeps on its queue between requests and is woken for each one).\n")
+        w(f"\nOf the PHP threads' share, {prof['php_switching']:.1f} points are samples in the kernel's context "
+          "switch (a PHP thread sleeps on its queue between requests and is woken for each one; how much of that "
+          "a VM's clock attributes there varies from run to run).\n")
         w("Functions with the largest inclusive share (children included):\n")
         w("| share | function |")
         w("|---:|---|")
@@ -906,18 +907,23 @@ def analysis(results):
         w_us, f_us, c_us = cost[worker["server"]], cost[fpm["server"]], cost[ceiling["server"]]
         prof = worker.get("profile") or {}
         php_share = prof.get("threads", {}).get("PHP threads", 0)
+        gen_w = next(c["gen_share"] for c in hello["cost"] if c["server"] == worker["server"])
+        gen_f = next(c["gen_share"] for c in hello["cost"] if c["server"] == fpm["server"])
         out.append(
             f"**Worker hello world vs php-fpm: {ratio:.1f}×, {100 * (1 - ratio / 3):.0f}% short of 3×.** "
             f"Per request php_worker spends {w_us:.0f} µs of server CPU against php-fpm's {f_us:.0f} µs "
-            f"({f_us / w_us:.1f}×); bare Caddy's HTTP path alone costs {c_us:.0f} µs of php_worker's {w_us:.0f}. "
-            f"nginx + php-fpm is fast on this machine ({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where "
-            "published figures give 2,500–4,200 per core), and the rest of php_worker's cost is the hand-off "
-            f"between Go and the PHP threads: PHP threads take {php_share:.0f}% of the samples, "
-            f"{prof.get('php_switching', 0):.0f} points of it in the kernel's context switch. Tried and dropped: "
-            "letting a PHP thread poll its queue (yielding) before it sleeps made no measurable difference. "
-            "Proposed next steps: write small responses from the handler goroutine instead of inside the PHP "
-            "thread's callback, so a callback holds one of Go's Ps only long enough to signal; and register "
-            "the CGI variables under keys interned once at startup instead of hashing each name per request.")
+            f"({f_us / w_us:.1f}×). The ratio of requests per second is lower than the ratio of costs because "
+            f"the load generator shares the 2 cores and takes more of them from a faster server "
+            f"({100 * gen_w:.0f}% of the CPU against php-fpm {100 * gen_f:.0f}%). Of php_worker's {w_us:.0f} µs, "
+            f"bare Caddy's HTTP path alone is {c_us:.0f}; the profile puts {php_share:.0f}% of the samples on "
+            "the PHP threads (request set-up and reset, the script, waiting on the queue) and the rest in Go, "
+            "mostly net/http and Caddy's handler chain. nginx + php-fpm is fast on this machine "
+            f"({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where published figures give 2,500–4,200 per "
+            "core). Tried and dropped: letting a PHP thread poll its queue (yielding) before it sleeps made no "
+            "measurable difference. Proposed next steps: write small responses from the handler goroutine "
+            "instead of inside the PHP thread's callback, so a callback holds one of Go's Ps only long enough "
+            "to signal; and register the CGI variables under keys interned once at startup instead of hashing "
+            "each name per request.")
     for variant in results["io"]:
         verdict = io_target(variant)
         if "Target met" in verdict:
@@ -974,7 +980,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
     parser.add_argument("--only", nargs="*", choices=["hello", "boot", "io", "memory"], help="run these workloads")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
+    if args.report_only:
+        results = json.loads((WORK / "results.json").read_text())
+        write_results(results, results["elapsed_s"])
+        write_chart(results)
+        return 0
     q = Quick() if args.quick else None
     check(CADDY.exists(), "./caddy is missing: run ./xcaddy.sh")
     WORK.mkdir(parents=True, exist_ok=True)
@@ -999,6 +1012,7 @@ def main():
         log("== memory")
         results["memory"] = workload_memory(q)
     elapsed = time.time() - started
+    results["elapsed_s"] = elapsed
     (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
     if q:
         log(f"quick benchmark pass: every server answered correctly ({elapsed:.0f} s)")
