@@ -666,6 +666,20 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_worker_that_cannot_boot_answers_its_waiting_requests_503() {
+        let w = script("broken-boot-worker.php", "<?php throw new RuntimeException('no database');");
+        with_engine(&worker_config(&w, r#","max_boot_backoff_ms":200"#), |engine| {
+            let calls = run_in(engine, 1, &w, &[], 0, b"");
+            assert_eq!(calls.len(), 1);
+            assert_eq!(calls[0].status, 503);
+            assert!(calls[0].headers.contains(&("Retry-After".into(), "1".into())), "{:?}", calls[0].headers);
+            assert_eq!(body(&calls), "503 Service Unavailable: worker w fails to start; the server log says why\n");
+            let logs = EXCHANGES.logs.lock().unwrap();
+            assert!(logs.iter().any(|(_, _, m)| m.contains("worker w: no thread can start the script; answered 1")));
+        });
+    }
+
+    #[test]
     fn max_requests_recycles_the_script() {
         let w = script(
             "recycled-worker.php",

@@ -178,9 +178,23 @@ impl Request {
 
     /// Answers a request that will not run (cancelled, or the engine went away).
     pub fn reject(&self, status: i32) {
-        if !self.finished.replace(true) {
-            self.shared.host.respond(self.handle, status, &[], &[], PHP_WORKER_RESPONSE_DONE);
+        self.reject_with(status, &[], "");
+    }
+
+    /// Answers a request that will not run with `headers` and a plain-text `body`.
+    pub fn reject_with(&self, status: i32, headers: &[(&str, &str)], body: &str) {
+        if self.finished.replace(true) {
+            return;
         }
+        let mut list: Vec<Header> = headers
+            .iter()
+            .map(|(name, value)| Header { name: name.as_ptr(), name_len: name.len(), value: value.as_ptr(), value_len: value.len() })
+            .collect();
+        if !body.is_empty() {
+            const TEXT: (&str, &str) = ("Content-Type", "text/plain; charset=utf-8");
+            list.push(Header { name: TEXT.0.as_ptr(), name_len: TEXT.0.len(), value: TEXT.1.as_ptr(), value_len: TEXT.1.len() });
+        }
+        self.shared.host.respond(self.handle, status, &list, body.as_bytes(), PHP_WORKER_RESPONSE_DONE);
     }
 
     /// Marks a request the host keeps the answering of (submission failed).

@@ -7,9 +7,10 @@
 //! script ends, the thread restarts it: at once if it had served requests, with a
 //! growing pause if it failed before its first `frankenphp_handle_request()`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, select};
@@ -28,12 +29,34 @@ const FIRST_BOOT_BACKOFF: Duration = Duration::from_millis(100);
 pub struct WorkerSpec {
     pub config: WorkerConfig,
     pub max_boot_backoff: Duration,
+    /// Threads whose last run of the script failed before frankenphp_handle_request().
+    boot_failing: AtomicUsize,
+}
+
+thread_local! {
+    /// This thread is counted in its pool's `boot_failing`.
+    static BOOT_FAILING: Cell<bool> = const { Cell::new(false) };
 }
 
 impl WorkerSpec {
     pub fn new(config: WorkerConfig) -> WorkerSpec {
         let max_boot_backoff = Duration::from_millis(config.max_boot_backoff_ms).max(FIRST_BOOT_BACKOFF);
-        WorkerSpec { config, max_boot_backoff }
+        WorkerSpec { config, max_boot_backoff, boot_failing: AtomicUsize::new(0) }
+    }
+
+    /// Counts the current thread in or out of the threads that fail to boot.
+    fn set_boot_failing(&self, failing: bool) {
+        if BOOT_FAILING.replace(failing) != failing {
+            if failing {
+                self.boot_failing.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.boot_failing.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn every_thread_fails_to_boot(&self) -> bool {
+        self.boot_failing.load(Ordering::Acquire) >= self.config.num
     }
 
     /// The request a worker script sees while it boots and between requests: a GET of
@@ -96,6 +119,7 @@ pub fn serve(name: &str, spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, 
         loop {
             let outcome = run_script(spec, jobs, shared, &mut scratch);
             if outcome.stopping {
+                spec.set_boot_failing(false);
                 slots.unregister(slot);
                 // SAFETY: no request is running on this thread.
                 unsafe { shim::pw_shim_thread_shutdown() };
@@ -133,8 +157,13 @@ pub fn serve(name: &str, spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, 
                 outcome.exit_status,
                 backoff.as_millis()
             ));
+            spec.set_boot_failing(true);
+            if spec.every_thread_fails_to_boot() {
+                answer_waiting_requests(spec, jobs, shared, backoff);
+            }
             select! {
                 recv(stop) -> _ => {
+                    spec.set_boot_failing(false);
                     slots.unregister(slot);
                     unsafe { shim::pw_shim_thread_shutdown() };
                     break 'thread;
@@ -144,6 +173,29 @@ pub fn serve(name: &str, spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, 
         }
     }
     set_thread_shared(None);
+}
+
+/// A worker none of whose threads can boot would leave its requests waiting for as long
+/// as their clients do: answer those queued now 503, naming the worker, with the pause
+/// before the next attempt as Retry-After. Requests arriving later wait for that attempt.
+fn answer_waiting_requests(spec: &WorkerSpec, jobs: &Receiver<Box<Request>>, shared: &Arc<Shared>, backoff: Duration) {
+    let worker = spec.config.name.as_str();
+    let retry_after = backoff.as_secs().max(1).to_string();
+    let body = format!("503 Service Unavailable: worker {worker} fails to start; the server log says why\n");
+    let mut answered = 0;
+    while let Ok(request) = jobs.try_recv() {
+        if request.run_state().start() {
+            request.reject_with(503, &[("Retry-After", &retry_after)], &body);
+            answered += 1;
+        } else {
+            request.reject(503); // withdrawn: the host answered it already
+        }
+    }
+    if answered > 0 {
+        shared.host.log(0, Level::Warn, &format!(
+            "worker {worker}: no thread can start the script; answered {answered} waiting requests 503"
+        ));
+    }
 }
 
 /// Pause before boot attempt `failures + 1`: 100 ms, doubling, up to `max`.
@@ -230,6 +282,9 @@ extern "C" fn pw_rs_worker_active() -> bool {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
     with_run(false, |run| {
+        if !run.reached_handle_request {
+            run.spec.set_boot_failing(false);
+        }
         run.reached_handle_request = true;
         let limit = run.spec.config.max_requests;
         let mut next = None;
