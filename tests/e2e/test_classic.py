@@ -308,6 +308,24 @@ def test_concurrent_requests_see_only_their_own_data(php):
             assert leak is None, "classic mode: nothing survives a request"
 
 
+def test_max_wait_time_answers_503_when_no_thread_frees_up(start_server):
+    srv = start_server("maxwait", threads=1, global_extra="\t\tmax_wait_time 300ms")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        busy = pool.submit(srv.get, "/sleep.php?ms=1500")
+        time.sleep(0.3)
+        start = time.time()
+        r = srv.get("/hello.php")
+        waited = time.time() - start
+        answered_before_the_thread_freed_up = not busy.done()
+        assert busy.result().status == 200
+    assert r.status == 503 and r.header("Retry-After") == "1"
+    assert r.text == "503 Service Unavailable: no PHP thread became free within max_wait_time\n"
+    assert waited >= 0.25 and answered_before_the_thread_freed_up
+    assert srv.wait_log(lambda e: e.get("msg") == "request answered 503")
+    assert srv.get("/hello.php").status == 200
+    assert srv.stop() == 0
+
+
 def test_validate_and_adapt_start_no_php(tmp_path):
     caddyfile = tmp_path / "Caddyfile"
     caddyfile.write_text(make_caddyfile(free_port(), free_port()))
