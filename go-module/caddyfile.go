@@ -49,7 +49,8 @@ func notYetErr(d *caddyfile.Dispenser, name string) error {
 //		}
 //	}
 //
-// num_threads is the number of PHP threads, workers included (default 2 × CPUs);
+// num_threads is the number of PHP threads, workers included; it must exceed the worker
+// threads (default 2 × CPUs, or the worker threads + 1 if more);
 // max_wait_time bounds how long a request waits for a free thread before a 503
 // (default: no bound); shutdown_timeout bounds how long running scripts may take to
 // finish on shutdown (default 30s); php_ini overrides php.ini settings and may repeat;

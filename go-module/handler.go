@@ -57,7 +57,8 @@ type Handler struct {
 	ResolveRootSymlink *bool `json:"resolve_root_symlink,omitempty"`
 
 	// Extra variables for $_SERVER and getenv(); they override every other variable.
-	// Values may hold placeholders.
+	// Values may hold placeholders, replaced per request (a site's worker also gets these
+	// values while it boots, with placeholders left as written).
 	Env map[string]string `json:"env,omitempty"`
 
 	// Workers of this site: a request whose resolved script is a worker's file, or
