@@ -920,7 +920,14 @@ def analysis(results):
             "mostly net/http and Caddy's handler chain. nginx + php-fpm is fast on this machine "
             f"({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where published figures give 2,500–4,200 per "
             "core). Tried and dropped: letting a PHP thread poll its queue (yielding) before it sleeps made no "
-            "measurable difference. Proposed next steps: write small responses from the handler goroutine "
+            "measurable difference. A profile of the PHP threads alone puts about 30% of their time in the "
+            "Go callback (the response header map, allocation with GC assists, Caddy's write-deadline "
+            "wrapper). And Go's runtime (cgocallbackg, reentersyscall) leaves a callback's P attached to the "
+            "PHP thread, in syscall state, after the callback returns, until the thread calls back again or "
+            "sysmon takes the P back. Giving Go one extra P per PHP thread (GOMAXPROCS 6 for 4 threads) "
+            "measured 5–9% more requests per second over interleaved rounds, within this machine's noise, "
+            "and would multiply Ps on servers with many threads, so it was not adopted. "
+            "Proposed next steps: write small responses from the handler goroutine "
             "instead of inside the PHP thread's callback, so a callback holds one of Go's Ps only long enough "
             "to signal; and register the CGI variables under keys interned once at startup instead of hashing "
             "each name per request.")
@@ -1013,7 +1020,8 @@ def main():
         results["memory"] = workload_memory(q)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
-    (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    # A quick pass keeps its own file: --report-only documents the last full run.
+    (WORK / ("results-quick.json" if q else "results.json")).write_text(json.dumps(results, indent=1, default=str))
     if q:
         log(f"quick benchmark pass: every server answered correctly ({elapsed:.0f} s)")
         return 0
