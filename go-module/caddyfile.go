@@ -63,29 +63,23 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		for d.NextBlock(0) {
 			switch name := d.Val(); name {
 			case "num_threads":
-				var v string
-				if !d.AllArgs(&v) {
-					return d.ArgErr()
-				}
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 1 {
-					return d.Errf("num_threads must be a positive integer, got %q", v)
+				n, err := intArg(d, 1)
+				if err != nil {
+					return err
 				}
 				a.NumThreads = n
-			case "max_wait_time", "shutdown_timeout":
-				var v string
-				if !d.AllArgs(&v) {
-					return d.ArgErr()
+			case "max_wait_time":
+				dur, err := durationArg(d, false)
+				if err != nil {
+					return err
 				}
-				dur, err := caddy.ParseDuration(v)
-				if err != nil || dur < 0 {
-					return d.Errf("%s must be a duration, got %q", name, v)
+				a.MaxWaitTime = dur
+			case "shutdown_timeout":
+				dur, err := durationArg(d, false)
+				if err != nil {
+					return err
 				}
-				if name == "max_wait_time" {
-					a.MaxWaitTime = caddy.Duration(dur)
-				} else {
-					a.ShutdownTimeout = caddy.Duration(dur)
-				}
+				a.ShutdownTimeout = dur
 			case "worker":
 				w, err := parseWorker(d, false)
 				if err != nil {
@@ -232,3 +226,40 @@ var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Handler)(nil)
 )
+
+// intArg reads the only argument of the current option as an integer of at least min.
+func intArg(d *caddyfile.Dispenser, min int) (int, error) {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return 0, d.ArgErr()
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		kind := "positive"
+		if min == 0 {
+			kind = "non-negative"
+		}
+		return 0, d.Errf("%s must be a %s integer, got %q", name, kind, v)
+	}
+	return n, nil
+}
+
+// durationArg reads the only argument of the current option as a duration, above zero
+// when positive is set.
+func durationArg(d *caddyfile.Dispenser, positive bool) (caddy.Duration, error) {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil || dur < 0 || (positive && dur == 0) {
+		kind := "a"
+		if positive {
+			kind = "a positive"
+		}
+		return 0, d.Errf("%s must be %s duration, got %q", name, kind, v)
+	}
+	return caddy.Duration(dur), nil
+}

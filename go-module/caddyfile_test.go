@@ -44,6 +44,7 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\nnum_threads x\n}":         "positive integer",
 		"php_worker {\nnum_threads\n}":           "argument",
 		"php_worker {\nmax_wait_time soon\n}":    "duration",
+		"php_worker {\nshutdown_timeout -1s\n}":  "shutdown_timeout must be a duration",
 		"php_worker {\nphp_ini a\n}":             "argument",
 		"php_worker {\nmax_threads 8\n}":         "autoscaling",
 		"php_worker {\nshared_store_size 1MB\n}": "shared store",
@@ -150,12 +151,15 @@ func TestWorkerDirectives(t *testing.T) {
 
 func TestWorkerDirectiveErrors(t *testing.T) {
 	for input, message := range map[string]string{
-		"php_worker {\nworker {\nfile a.php\nmatch /x\n}\n}": "only allowed in a site",
-		"php_worker {\nworker a.php zero\n}":                 "positive integer",
-		"php_worker {\nworker {\nnum 2\n}\n}":                "file is required",
-		"php_worker {\nworker {\nfile a.php\nwatch\n}\n}":    "not available",
-		"php_worker {\nworker {\nfile a.php\nbogus 1\n}\n}":  "unknown worker subdirective",
-		"php_worker {\nworker a.php 1 2\n}":                  "argument",
+		"php_worker {\nworker {\nfile a.php\nmatch /x\n}\n}":            "only allowed in a site",
+		"php_worker {\nworker a.php zero\n}":                            "positive integer",
+		"php_worker {\nworker {\nnum 2\n}\n}":                           "file is required",
+		"php_worker {\nworker {\nfile a.php\nwatch\n}\n}":               "not available",
+		"php_worker {\nworker {\nfile a.php\nbogus 1\n}\n}":             "unknown worker subdirective",
+		"php_worker {\nworker a.php 1 2\n}":                             "argument",
+		"php_worker {\nworker {\nfile a.php\nnum 0\n}\n}":               "num must be a positive integer",
+		"php_worker {\nworker {\nfile a.php\nmax_requests -1\n}\n}":     "max_requests must be a non-negative integer",
+		"php_worker {\nworker {\nfile a.php\nmax_boot_backoff 0s\n}\n}": "max_boot_backoff must be a positive duration",
 	} {
 		var app App
 		err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))

@@ -158,20 +158,18 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 			if !d.AllArgs(&w.FileName) {
 				return w, d.ArgErr()
 			}
-		case "num", "max_requests":
-			var v string
-			if !d.AllArgs(&v) {
-				return w, d.ArgErr()
+		case "num":
+			n, err := intArg(d, 1)
+			if err != nil {
+				return w, err
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || (name == "num" && n == 0) {
-				return w, d.Errf("worker %s must be a positive integer, got %q", name, v)
+			w.Num = n
+		case "max_requests":
+			n, err := intArg(d, 0)
+			if err != nil {
+				return w, err
 			}
-			if name == "num" {
-				w.Num = n
-			} else {
-				w.MaxRequests = n
-			}
+			w.MaxRequests = n
 		case "name":
 			if !d.AllArgs(&w.Name) {
 				return w, d.ArgErr()
@@ -194,15 +192,11 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 				return w, d.ArgErr()
 			}
 		case "max_boot_backoff":
-			var v string
-			if !d.AllArgs(&v) {
-				return w, d.ArgErr()
+			dur, err := durationArg(d, true)
+			if err != nil {
+				return w, err
 			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return w, d.Errf("max_boot_backoff must be a positive duration, got %q", v)
-			}
-			w.MaxBootBackoff = caddy.Duration(dur)
+			w.MaxBootBackoff = dur
 		case "max_threads", "watch":
 			return w, d.Errf("worker %s is not available in this version of php_worker", name)
 		default:
