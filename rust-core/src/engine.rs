@@ -451,7 +451,7 @@ pub(crate) mod tests {
             .collect();
         let body =
             if r.body_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(r.body, r.body_len) }.to_vec() };
-        EXCHANGES.calls.lock().unwrap().push(Call { handle, status: r.status, headers, body, flags: r.flags });
+        EXCHANGES.calls.lock().unwrap_or_else(|e| e.into_inner()).push(Call { handle, status: r.status, headers, body, flags: r.flags });
         EXCHANGES.done.notify_all();
         0
     }
@@ -467,7 +467,7 @@ pub(crate) mod tests {
 
     unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize) {
         let msg = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(msg, len) }).into_owned();
-        EXCHANGES.logs.lock().unwrap().push((handle, level, msg));
+        EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).push((handle, level, msg));
     }
 
     pub fn test_host() -> Host {
@@ -540,13 +540,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         engine.submit(request).unwrap();
-        let mut calls = EXCHANGES.calls.lock().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !calls.iter().any(|c| c.handle == handle && c.flags & crate::ffi::PHP_WORKER_RESPONSE_DONE != 0) {
-            assert!(std::time::Instant::now() < deadline, "no response for {path}");
-            calls = EXCHANGES.done.wait_timeout(calls, std::time::Duration::from_millis(100)).unwrap().0;
-        }
-        calls.iter().filter(|c| c.handle == handle).cloned().collect()
+        wait_done(handle, path)
     }
 
     fn body(calls: &[Call]) -> String {
@@ -674,8 +668,16 @@ pub(crate) mod tests {
             assert_eq!(calls[0].status, 503);
             assert!(calls[0].headers.contains(&("Retry-After".into(), "1".into())), "{:?}", calls[0].headers);
             assert_eq!(body(&calls), "503 Service Unavailable: worker w fails to start; the server log says why\n");
-            let logs = EXCHANGES.logs.lock().unwrap();
-            assert!(logs.iter().any(|(_, _, m)| m.contains("worker w: no thread can start the script; answered 1")));
+            // The thread logs after it has answered: wait for the line.
+            let logged = || {
+                let logs = EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner());
+                logs.iter().any(|(_, _, m)| m.contains("worker w: no thread can start the script; answered 1"))
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !logged() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert!(logged(), "the answered requests are logged");
         });
     }
 
@@ -708,14 +710,15 @@ pub(crate) mod tests {
         let (block, spans) = encode(fields, &[], b"");
         let request = Request::new(engine.shared().clone(), pool, &block, &spans, 0, 0, 0, 1, handle).unwrap();
         engine.submit(request).unwrap();
-        wait_done(handle)
+        wait_done(handle, fields[crate::ffi::Field::ScriptFilename as usize])
     }
 
-    fn wait_done(handle: usize) -> Vec<Call> {
+    /// The calls of `handle` once its DONE call came; fails after 20 s.
+    fn wait_done(handle: usize, script: &str) -> Vec<Call> {
         let mut calls = EXCHANGES.calls.lock().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !calls.iter().any(|c| c.handle == handle && c.flags & crate::ffi::PHP_WORKER_RESPONSE_DONE != 0) {
-            assert!(std::time::Instant::now() < deadline, "no response");
+            assert!(std::time::Instant::now() < deadline, "no response for {script}");
             calls = EXCHANGES.done.wait_timeout(calls, std::time::Duration::from_millis(100)).unwrap().0;
         }
         calls.iter().filter(|c| c.handle == handle).cloned().collect()
