@@ -78,7 +78,22 @@ def h2_server(start_server):
     tls_port = free_port()
     srv = start_server("http2", lambda port, admin: h2_caddyfile(port, admin, tls_port))
     srv.tls_port = tls_port
+    wait_for_certificate(tls_port)
     return srv
+
+
+def wait_for_certificate(port, timeout=30):
+    """Caddy issues the `tls internal` certificate in the background after it starts
+    listening; until then every handshake fails (curl exit 35)."""
+    deadline = time.time() + timeout
+    while True:
+        p = subprocess.run(["curl", "-sS", "--insecure", "-o", "/dev/null", f"https://127.0.0.1:{port}/"],
+                           capture_output=True, timeout=CURL_TIMEOUT)
+        if p.returncode == 0:
+            return
+        if time.time() > deadline:
+            raise RuntimeError(f"no TLS handshake on port {port} after {timeout}s: {p.stderr.decode()}")
+        time.sleep(0.1)
 
 
 @pytest.fixture(params=["h2c-classic", "tls-worker"])
