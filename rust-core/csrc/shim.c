@@ -240,6 +240,15 @@ static sapi_module_struct pw_sapi_module = {
 
 /* ---- engine and threads ---------------------------------------------------------- */
 
+/* Defaults under php.ini: a server must not show error details (paths, queries) to its
+ * clients, so errors are logged, not displayed, unless php.ini or php_ini says so. */
+static void pw_ini_defaults(HashTable *configuration_hash)
+{
+	zval value;
+	ZVAL_NEW_STR(&value, zend_string_init("0", 1, 1));
+	zend_hash_str_update(configuration_hash, "display_errors", sizeof("display_errors") - 1, &value);
+}
+
 int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env)
 {
 	pw_additional_module = additional_module;
@@ -251,6 +260,7 @@ int pw_shim_engine_startup(const char *ini_entries, void *additional_module, con
 	/* sapi_startup() clears ini_entries, so they go in afterwards. */
 	pw_sapi_module.ini_entries = (char *)ini_entries;
 	pw_sapi_module.php_ini_ignore_cwd = 1;
+	pw_sapi_module.ini_defaults = pw_ini_defaults;
 	if (pw_sapi_module.startup(&pw_sapi_module) == FAILURE) {
 		sapi_shutdown();
 		tsrm_shutdown();

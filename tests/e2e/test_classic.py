@@ -364,3 +364,16 @@ def test_graceful_shutdown_finishes_in_flight_requests(start_server):
     assert (r.status, r.body) == (200, b"slept")
     assert srv.proc.wait(timeout=30) == 0
     assert "PHP stopped" in srv.log_text()
+
+
+def test_errors_are_logged_not_shown_by_default(start_server):
+    """With no display_errors in php.ini or php_ini, clients see no error details."""
+    srv = start_server("ini-defaults", lambda port, admin: make_caddyfile(port, admin).replace(
+        "\t\tphp_ini display_errors 1\n", ""))
+    tag = uuid.uuid4().hex
+    r = srv.get(f"/logs.php?tag={tag}")
+    assert (r.status, r.text) == (200, "logged")
+    assert srv.wait_log(lambda e: e["level"] == "warn" and f"a warning {tag}" in e.get("msg", ""))
+    fatal = srv.get("/fatal.php")
+    assert (fatal.status, fatal.text) == (500, "before the error\n")
+    assert srv.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
