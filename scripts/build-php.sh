@@ -61,6 +61,8 @@ configure_flags=(
 	--enable-xml --enable-dom --enable-simplexml --enable-xmlreader --enable-xmlwriter
 	--enable-bcmath --enable-intl --with-sodium --enable-pcntl --enable-posix --enable-phar
 	--with-zip --with-password-argon2
+	--enable-gd --with-jpeg --with-webp --with-freetype --enable-exif
+	--with-mysql-sock=/run/mysqld/mysqld.sock
 )
 
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}

@@ -13,6 +13,7 @@ build_pkgs=(
 	libclang-dev clang
 	libxml2-dev libsqlite3-dev libonig-dev libssl-dev libcurl4-openssl-dev zlib1g-dev
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
+	libpng-dev libjpeg62-turbo-dev libwebp-dev libfreetype-dev
 )
 test_pkgs=(curl python3)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)

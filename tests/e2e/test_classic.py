@@ -377,3 +377,16 @@ def test_errors_are_logged_not_shown_by_default(start_server):
     fatal = srv.get("/fatal.php")
     assert (fatal.status, fatal.text) == (500, "before the error\n")
     assert srv.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
+
+
+def test_the_extensions_apps_need_are_loaded(server):
+    d = server.get("/extensions.php").json()
+    wanted = {"ctype", "filter", "tokenizer", "session", "mbstring", "iconv", "fileinfo", "pdo",
+              "pdo_sqlite", "pdo_pgsql", "pdo_mysql", "sqlite3", "mysqli", "openssl", "curl", "zlib",
+              "xml", "dom", "simplexml", "xmlreader", "xmlwriter", "bcmath", "intl", "sodium", "pcntl",
+              "posix", "phar", "zip", "gd", "exif", "zend opcache"}
+    assert wanted - set(d["extensions"]) == set()
+    assert d["opcache"], "OPcache runs under the php_worker SAPI"
+    assert d["gd"]["JPEG Support"] and d["gd"]["WebP Support"] and d["gd"]["FreeType Support"]
+    assert d["mysql_socket"] == "/run/mysqld/mysqld.sock"
+    assert {"sqlite", "pgsql", "mysql"} <= set(d["pdo_drivers"])
