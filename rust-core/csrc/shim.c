@@ -353,6 +353,13 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, bool *
 			zend_stream_init_filename(&file, req->script_filename);
 			file.primary_script = 1;
 			pw_in_boot_request = worker;
+			if (worker) {
+				/* A client that goes away must not end the worker script (a new boot per
+				 * cancelled request); the script can still turn this off. */
+				zend_string *name = zend_string_init("ignore_user_abort", sizeof("ignore_user_abort") - 1, 0);
+				zend_alter_ini_entry_chars(name, "1", 1, PHP_INI_USER, PHP_INI_STAGE_RUNTIME);
+				zend_string_release(name);
+			}
 			EG(exit_status) = 0;
 			php_execute_script(&file);
 			zend_destroy_file_handle(&file);

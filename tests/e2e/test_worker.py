@@ -322,8 +322,12 @@ def test_a_stuck_script_is_stopped_after_the_shutdown_timeout(start_server, tmp_
 
 
 def test_client_disconnect_frees_a_worker_thread(start_server):
-    assert_disconnect_frees_the_thread(start_server("worker-disconnect", threads=2, site_extra=f"""\t\tworker {{
+    """ignore_user_abort is on in workers: the handler sees the abort and returns, and
+    the script is not restarted (no new boot per cancelled request)."""
+    srv = start_server("worker-disconnect", threads=2, site_extra=f"""\t\tworker {{
 			file {HERE}/app/executor.php
 			num 1
 			match /forever.php /hello.php
-		}}"""))
+		}}""")
+    assert_disconnect_frees_the_thread(srv)  # stops the server
+    assert "restarting" not in srv.log_path.read_text()
