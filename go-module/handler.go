@@ -354,7 +354,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		case <-pr.done:
 			return nil
 		case <-r.Context().Done():
-			pr.abandon()
+			if pr.abandon() {
+				return caddyhttp.Error(http.StatusRequestTimeout, errors.New("php_worker: the request body stopped arriving"))
+			}
 			return nil
 		case <-timeout:
 			timeout = nil

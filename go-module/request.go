@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,7 @@ type phpRequest struct {
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	core      *C.php_worker_request_t
 	status    int // status sent to the client, 0 before headers
+	bodyErr   error // why the body could not be read; later reads fail at once
 }
 
 // requestChunk is a block of request slots; chunks never move, so lookups need no lock.
@@ -93,7 +95,7 @@ func (pr *phpRequest) release() {
 	default:
 	}
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
-	pr.finished, pr.abandoned, pr.status = false, false, 0
+	pr.finished, pr.abandoned, pr.status, pr.bodyErr = false, false, 0, nil
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
 	requests.mu.Unlock()
@@ -147,11 +149,12 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 func (pr *phpRequest) readBody(buf []byte) int {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.abandoned {
+	if pr.abandoned || pr.bodyErr != nil {
 		return -1
 	}
 	n, err := io.ReadFull(pr.r.Body, buf)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		pr.bodyErr = err
 		pr.logger().Warn("reading the request body failed", zap.Error(err))
 		if n == 0 {
 			return -1
@@ -160,15 +163,19 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	return n
 }
 
-// abandon stops the callbacks from touching the response (the client is gone) and
-// withdraws the request if it has not started.
-func (pr *phpRequest) abandon() {
+// abandon stops the callbacks from touching the response (the request's context is
+// done) and withdraws the request if it has not started. True when the body stopped
+// arriving before any response left: the client is still there and gets a 408.
+func (pr *phpRequest) abandon() bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.abandoned = true
 	if !pr.finished {
 		cancelRequest(pr.core)
 	}
+	// Caddy's read timeout (timeouts read_body): the client is still there.
+	timedOut := errors.Is(pr.bodyErr, os.ErrDeadlineExceeded)
+	return timedOut && !pr.finished && pr.status == 0
 }
 
 // withdraw cancels the request if it still waits for a PHP thread; true when it will

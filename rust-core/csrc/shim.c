@@ -85,7 +85,14 @@ static size_t pw_sapi_read_post(char *buf, size_t len)
 	if (!SG(server_context)) {
 		return 0;
 	}
-	return pw_rs_read_post(SG(server_context), buf, len);
+	bool aborted = false;
+	size_t n = pw_rs_read_post(SG(server_context), buf, len, &aborted);
+	if (aborted) {
+		/* No bailout here (this can run inside request startup): the script sees
+		 * connection_aborted() and stops at its next output, as for a client gone. */
+		PG(connection_status) |= PHP_CONNECTION_ABORTED;
+	}
+	return n;
 }
 
 static char *pw_sapi_read_cookies(void)

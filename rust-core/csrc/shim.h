@@ -100,7 +100,7 @@ size_t pw_rs_ub_write(void *ctx, const char *str, size_t len, bool *aborted);
 bool pw_rs_flush(void *ctx);
 void pw_rs_header(void *ctx, const char *line, size_t len);
 void pw_rs_headers_done(void *ctx, int status);
-size_t pw_rs_read_post(void *ctx, char *buf, size_t len);
+size_t pw_rs_read_post(void *ctx, char *buf, size_t len, bool *aborted);
 char *pw_rs_read_cookies(void *ctx);
 void pw_rs_server_vars(void *ctx, pw_shim_vars *request);
 char *pw_rs_getenv(void *ctx, const char *name, size_t len);

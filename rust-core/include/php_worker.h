@@ -155,7 +155,9 @@ typedef struct {
   int32_t (*respond)(size_t handle, const php_worker_response_t *response);
   // Fills `buf` with up to `len` bytes of the request body of `handle`. Returns the
   // count (less than `len` only at the end of the body), or -1 when the body cannot
-  // be read (client gone, timeout).
+  // be read (client gone, timeout). After -1 the body is not asked for again, the
+  // script sees an aborted connection, and a response whose headers have not left
+  // yet becomes a bare 408.
   int64_t (*read_body)(size_t handle, uint8_t *buf, size_t len);
   // A log line (UTF-8, not NUL-terminated) at a PHP_WORKER_LOG_* level; `handle` is
   // the request it belongs to, or 0.

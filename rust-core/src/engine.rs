@@ -416,7 +416,7 @@ pub(crate) mod tests {
     //! A host for tests: records every callback, serves a fixed request body.
     use super::*;
     use crate::ffi::{Callbacks, Response};
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::{Condvar, LazyLock};
 
     #[derive(Debug, Clone)]
@@ -433,6 +433,8 @@ pub(crate) mod tests {
         pub calls: Mutex<Vec<Call>>,
         pub logs: Mutex<Vec<(usize, i32, String)>>,
         pub bodies: Mutex<HashMap<usize, Vec<u8>>>,
+        /// Requests whose body fails (-1) once what `bodies` holds for them is read.
+        pub failing_bodies: Mutex<HashSet<usize>>,
         pub done: Condvar,
     }
 
@@ -459,6 +461,9 @@ pub(crate) mod tests {
     unsafe extern "C" fn read_body(handle: usize, buf: *mut u8, len: usize) -> i64 {
         let mut bodies = EXCHANGES.bodies.lock().unwrap();
         let body = bodies.entry(handle).or_insert_with(|| b"defgh".to_vec());
+        if body.is_empty() && EXCHANGES.failing_bodies.lock().unwrap().contains(&handle) {
+            return -1;
+        }
         let n = body.len().min(len);
         unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), buf, n) };
         body.drain(..n);

@@ -109,7 +109,9 @@ pub struct Callbacks {
     pub respond: Option<unsafe extern "C" fn(handle: usize, response: *const Response) -> i32>,
     /// Fills `buf` with up to `len` bytes of the request body of `handle`. Returns the
     /// count (less than `len` only at the end of the body), or -1 when the body cannot
-    /// be read (client gone, timeout).
+    /// be read (client gone, timeout). After -1 the body is not asked for again, the
+    /// script sees an aborted connection, and a response whose headers have not left
+    /// yet becomes a bare 408.
     pub read_body: Option<unsafe extern "C" fn(handle: usize, buf: *mut u8, len: usize) -> i64>,
     /// A log line (UTF-8, not NUL-terminated) at a PHP_WORKER_LOG_* level; `handle` is
     /// the request it belongs to, or 0.

@@ -312,6 +312,9 @@ pub struct RequestContext {
     headers_ready: bool,
     headers_sent: bool,
     aborted: bool,
+    /// The request body could not be read to its end (client gone, or Caddy's read
+    /// timeout): the script must not answer as if it had the whole body.
+    body_failed: bool,
     /// DONE went to the host (fastcgi_finish_request): later output is dropped and the
     /// host's handle is no longer valid.
     detached: bool,
@@ -330,6 +333,7 @@ impl RequestContext {
             headers_ready: false,
             headers_sent: false,
             aborted: false,
+            body_failed: false,
             detached: sink == Sink::Log,
         }
     }
@@ -473,12 +477,20 @@ impl RequestContext {
                 Some(0) => break,
                 Some(read) => filled += read,
                 None => {
-                    self.log(Level::Warn, "request body could not be read (client gone or timed out)");
+                    self.log(Level::Warn, "request body could not be read (client gone or timed out); the script sees an aborted connection");
+                    self.aborted = true;
+                    self.body_failed = true;
                     break;
                 }
             }
         }
         filled
+    }
+
+    /// The client is gone or its body could not be read: PHP's connection status must
+    /// say so.
+    pub fn aborted(&self) -> bool {
+        self.aborted
     }
 
     /// fastcgi_finish_request(): the response is complete now; the client is released
@@ -512,6 +524,13 @@ impl RequestContext {
             self.status = 500;
         } else if fatal && !self.headers_sent && self.status == 200 {
             self.status = 500;
+        }
+        if self.body_failed && !self.headers_sent {
+            // What the script answered was built on part of the body; nginx answers a
+            // body that stops arriving with 408 too.
+            self.status = 408;
+            self.scratch.header_spans.clear();
+            self.scratch.output.clear();
         }
         self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
         self.detached = true;
@@ -715,6 +734,29 @@ pub(crate) mod tests {
         assert_eq!(&buf[..n], b"abcdefgh");
         assert_eq!(ctx.read_body(&mut buf), 0);
         ctx.finish(false);
+    }
+
+    #[test]
+    fn a_body_that_stops_arriving_aborts_the_script_and_answers_408() {
+        let (r, h) = request("POST", &[], 0, b"abc", false);
+        crate::engine::tests::EXCHANGES.failing_bodies.lock().unwrap().insert(h);
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+        let mut buf = [0u8; 16];
+        let mut small = [0u8; 4];
+        assert_eq!(ctx.read_body(&mut small), 4);
+        assert!(!ctx.aborted());
+        // the test host serves "defgh", then fails: PHP gets what arrived
+        assert_eq!(ctx.read_body(&mut buf), 4);
+        assert!(ctx.aborted(), "PHP must see an aborted connection");
+        assert_eq!(ctx.read_body(&mut buf), 0, "the host is not asked again");
+        ctx.add_header(b"Set-Cookie: a=1");
+        ctx.headers_done(200);
+        assert!(!ctx.write(b"built on half a body"), "output is refused");
+        ctx.finish(false);
+        let calls = calls_for(h);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].status, calls[0].flags), (408, PHP_WORKER_RESPONSE_DONE));
+        assert!(calls[0].headers.is_empty() && calls[0].body.is_empty());
     }
 
     #[test]

@@ -86,10 +86,15 @@ unsafe extern "C" fn pw_rs_headers_done(ctx: *mut c_void, status: c_int) {
 }
 
 #[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_read_post(ctx: *mut c_void, buf: *mut c_char, len: usize) -> usize {
+unsafe extern "C" fn pw_rs_read_post(ctx: *mut c_void, buf: *mut c_char, len: usize, aborted: *mut bool) -> usize {
     guard(0, || match unsafe { context(ctx) } {
-        // SAFETY: PHP's buffer is valid for `len` bytes.
-        Some(ctx) if len > 0 => ctx.read_body(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }),
+        Some(ctx) if len > 0 => {
+            // SAFETY: PHP's buffer is valid for `len` bytes.
+            let n = ctx.read_body(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) });
+            // SAFETY: the shim passes its own flag.
+            unsafe { *aborted = ctx.aborted() };
+            n
+        }
         _ => 0,
     })
 }

@@ -162,6 +162,37 @@ def assert_disconnect_frees_the_thread(srv):
     assert srv.stop() == 0
 
 
+def assert_stalled_body_frees_the_thread(srv):
+    """A client that stops sending its request body: Caddy's read timeout (read_body 1s)
+    ends the wait, the script sees an aborted connection, the answer is 408, and the
+    server's only PHP thread serves again."""
+    marker = srv.workdir / "stall.txt"
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"POST /body-stall.php?marker={marker} HTTP/1.1\r\nHost: t\r\n"
+              "Content-Type: application/octet-stream\r\nContent-Length: 1000000\r\n\r\n".encode()
+              + b"x" * 200_000)
+    answer = b""
+    try:
+        while chunk := s.recv(65536):
+            answer += chunk
+    finally:
+        s.close()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"read " not in answer, "what the script built on part of the body must not reach the client"
+    deadline = time.time() + 10  # the 408 can leave before the script ends
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.read_text().startswith("read=") and marker.read_text().endswith("aborted=1")
+    r = srv.get("/hello.php", timeout=5)
+    assert (r.status, r.text) == (200, "Hello, world!"), "the PHP thread is free again"
+    assert srv.wait_log(lambda e: e["level"] == "warn" and "request body could not be read" in e.get("msg", ""))
+
+
+def with_read_body_timeout(caddyfile, timeout="1s"):
+    """Adds Caddy's server read timeout to a test Caddyfile's global options."""
+    return caddyfile.replace("\tphp_worker {", f"\tservers {{\n\t\ttimeouts {{\n\t\t\tread_body {timeout}\n\t\t}}\n\t}}\n\tphp_worker {{", 1)
+
+
 def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
     return f"""{{
 	admin 127.0.0.1:{admin_port}

@@ -13,7 +13,8 @@ import subprocess
 import time
 import uuid
 
-from conftest import APP, CADDY, REPO, assert_disconnect_frees_the_thread, free_port, make_caddyfile
+from conftest import (APP, CADDY, REPO, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread,
+                      free_port, make_caddyfile, with_read_body_timeout)
 
 
 def test_hello(php):
@@ -289,6 +290,11 @@ def test_path_traversal_never_leaves_the_root(server):
 
 def test_client_disconnect_frees_the_thread(start_server):
     assert_disconnect_frees_the_thread(start_server("disconnect", threads=1))
+
+
+def test_stalled_request_body_frees_the_thread(start_server):
+    assert_stalled_body_frees_the_thread(start_server(
+        "body-stall", lambda port, admin: with_read_body_timeout(make_caddyfile(port, admin, threads=1))))
 
 
 def test_concurrent_requests_see_only_their_own_data(php):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WORK, assert_disconnect_frees_the_thread
+from conftest import (WORK, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread, make_caddyfile,
+                      with_read_body_timeout)
 from test_classic import multipart
 
 HERE = Path(__file__).resolve().parent
@@ -331,3 +332,16 @@ def test_client_disconnect_frees_a_worker_thread(start_server):
 		}}""")
     assert_disconnect_frees_the_thread(srv)  # stops the server
     assert "restarting" not in srv.log_path.read_text()
+
+
+
+def test_stalled_request_body_frees_a_worker_thread(start_server):
+    worker = f"""\t\tworker {{
+			file {HERE}/app/executor.php
+			num 1
+			match /body-stall.php /hello.php
+		}}"""
+    srv = start_server("worker-body-stall", lambda port, admin: with_read_body_timeout(
+        make_caddyfile(port, admin, threads=2, site_extra=worker)))
+    assert_stalled_body_frees_the_thread(srv)
+    assert "restarting" not in srv.log_text()
