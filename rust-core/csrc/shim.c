@@ -336,6 +336,14 @@ static void pw_clear_request_info(void)
 	SG(server_context) = NULL;
 }
 
+/* After request startup: PHP parsed the body of a form or upload (sapi_activate reads
+ * it) and the client stopped sending, so the connection is already aborted before the
+ * script printed anything. */
+static bool pw_body_failed_at_startup(void)
+{
+	return (PG(connection_status) & PHP_CONNECTION_ABORTED) != 0;
+}
+
 /* True while the boot pseudo-request of a worker script is active: the first call to
  * frankenphp_handle_request() ends it. */
 static __thread bool pw_in_boot_request;
@@ -355,6 +363,9 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, bool *
 		pw_fill_request_info(req);
 		if (php_request_startup() == FAILURE) {
 			result = PW_RUN_STARTUP_FAILED;
+		} else if (pw_body_failed_at_startup()) {
+			/* The form or upload body stopped arriving while PHP parsed it: the script
+			 * would run on part of $_POST or $_FILES; the client gets 408 instead. */
 		} else {
 			zend_file_handle file;
 			zend_stream_init_filename(&file, req->script_filename);
@@ -539,6 +550,12 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 	}
 	if (!has_request) {
 		RETURN_FALSE;
+	}
+	if (pw_body_failed_at_startup()) {
+		/* As in pw_shim_run_script: no handler on part of a form body; 408. */
+		pw_worker_request_shutdown();
+		pw_rs_worker_done(false);
+		RETURN_TRUE;
 	}
 	/* The execution timer kept running while the thread waited (disarming it costs a
 	 * syscall per request); re-arm it, and void a timeout it signalled meanwhile. A
