@@ -247,13 +247,20 @@ static sapi_module_struct pw_sapi_module = {
 
 /* ---- engine and threads ---------------------------------------------------------- */
 
+static void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value)
+{
+	zval zv;
+	ZVAL_NEW_STR(&zv, zend_string_init(value, strlen(value), 1));
+	zend_hash_str_update(configuration_hash, name, strlen(name), &zv);
+}
+
 /* Defaults under php.ini: a server must not show error details (paths, queries) to its
- * clients, so errors are logged, not displayed, unless php.ini or php_ini says so. */
+ * clients, and must log them (PHP's own defaults do the opposite of both), unless
+ * php.ini or php_ini says otherwise. */
 static void pw_ini_defaults(HashTable *configuration_hash)
 {
-	zval value;
-	ZVAL_NEW_STR(&value, zend_string_init("0", 1, 1));
-	zend_hash_str_update(configuration_hash, "display_errors", sizeof("display_errors") - 1, &value);
+	pw_ini_default(configuration_hash, "display_errors", "0");
+	pw_ini_default(configuration_hash, "log_errors", "1");
 }
 
 int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env)

@@ -373,13 +373,20 @@ def test_graceful_shutdown_finishes_in_flight_requests(start_server):
 
 
 def test_errors_are_logged_not_shown_by_default(start_server):
-    """With no display_errors in php.ini or php_ini, clients see no error details."""
-    srv = start_server("ini-defaults", lambda port, admin: make_caddyfile(port, admin).replace(
-        "\t\tphp_ini display_errors 1\n", ""))
+    """With no php.ini and no php_ini, clients see no error details and the log gets
+    them all (PHP's own defaults would show them and log nothing)."""
+    def caddyfile(port, admin):
+        text = make_caddyfile(port, admin)
+        for line in ("php_ini display_errors 1", "php_ini html_errors 0", "php_ini log_errors 1"):
+            assert line in text
+            text = text.replace(f"\t\t{line}\n", "")
+        return text
+    srv = start_server("ini-defaults", caddyfile)
     tag = uuid.uuid4().hex
     r = srv.get(f"/logs.php?tag={tag}")
     assert (r.status, r.text) == (200, "logged")
     assert srv.wait_log(lambda e: e["level"] == "warn" and f"a warning {tag}" in e.get("msg", ""))
+    assert srv.wait_log(lambda e: e["level"] == "info" and f"a notice {tag}" in e.get("msg", ""))
     fatal = srv.get("/fatal.php")
     assert (fatal.status, fatal.text) == (500, "before the error\n")
     assert srv.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
