@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 
 	base := h.root
-	if base == "" && len(h.Workers) > 0 {
+	if base == "" && slices.ContainsFunc(h.Workers, func(w WorkerConfig) bool { return !filepath.IsAbs(w.FileName) }) {
 		h.logger.Warn("php_worker root has placeholders: relative worker files are resolved from the working directory")
 	}
 	workers := make([]*WorkerConfig, 0, len(h.Workers))

@@ -37,7 +37,7 @@ type phpRequest struct {
 	finished  bool // the DONE callback came: the core forgot this request
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	core      *C.php_worker_request_t
-	status    int // status sent to the client, 0 before headers
+	status    int   // status sent to the client, 0 before headers
 	bodyErr   error // why the body could not be read; later reads fail at once
 }
 
