@@ -239,8 +239,10 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
     let run = RUN.with(|r| r.borrow_mut().take()).expect("the worker run state outlives the script");
     *scratch = run.scratch;
     let mut request_failed = run.request_failed;
+    let mut handled = run.handled;
     if !run.in_flight.is_null() {
         request_failed = true;
+        handled += 1; // counted like a request that failed through exit()
         // The script died inside the handler: the request gets what PHP printed, as a 500.
         // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
         let ctx = unsafe { Box::from_raw(run.in_flight) };
@@ -256,7 +258,7 @@ fn run_script(spec: &Arc<WorkerSpec>, jobs: &Receiver<Box<Request>>, shared: &Ar
         exit_status,
         reached_handle_request: run.reached_handle_request,
         request_failed,
-        handled: run.handled,
+        handled,
         stopping: run.stopping,
     }
 }
