@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 )
 
 // The callbacks the Rust core calls on its PHP threads (php_worker_callbacks_t). They
@@ -64,18 +67,27 @@ func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t
 	}
 }
 
-// addHeaders adds the headers the core lent for the callback.
-func addHeaders(h http.Header, headers []C.php_worker_header_t) {
+// addHeaders adds the headers the core lent for the callback. A name that is not a valid
+// HTTP field name (PHP accepts "Bad Name: x") is dropped, as Go's server would do
+// silently, with a warning the first time the process sees it.
+func addHeaders(pr *phpRequest, h http.Header, headers []C.php_worker_header_t) {
 	for i := range headers {
-		name := canonicalName(unsafe.Slice((*byte)(unsafe.Pointer(headers[i].name)), int(headers[i].name_len)))
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(headers[i].name)), int(headers[i].name_len))
+		name, first := canonicalName(raw)
+		if name == "" {
+			if first {
+				pr.logger().Warn("PHP sent a header with an invalid name; dropping it", zap.ByteString("name", raw))
+			}
+			continue
+		}
 		value := C.GoStringN((*C.char)(unsafe.Pointer(headers[i].value)), C.int(headers[i].value_len))
 		h[name] = append(h[name], value)
 	}
 }
 
 // headerNames caches the canonical form of the header names PHP sends ("Content-type"
-// becomes "Content-Type"), so a response allocates only its values. Copy on write:
-// lookups take no lock.
+// becomes "Content-Type"; an invalid name maps to ""), so a response allocates only its
+// values. Copy on write: lookups take no lock.
 var headerNames struct {
 	m  atomic.Pointer[map[string]string]
 	mu sync.Mutex
@@ -83,13 +95,18 @@ var headerNames struct {
 
 const maxCachedHeaderNames = 512
 
-func canonicalName(b []byte) string {
+// canonicalName returns the name to send, "" for an invalid one, and whether this is
+// the first time the name was seen.
+func canonicalName(b []byte) (string, bool) {
 	if m := headerNames.m.Load(); m != nil {
 		if name, ok := (*m)[string(b)]; ok {
-			return name
+			return name, false
 		}
 	}
-	name := textproto.CanonicalMIMEHeaderKey(string(b))
+	name := ""
+	if httpguts.ValidHeaderFieldName(string(b)) {
+		name = textproto.CanonicalMIMEHeaderKey(string(b))
+	}
 	headerNames.mu.Lock()
 	defer headerNames.mu.Unlock()
 	old := headerNames.m.Load()
@@ -103,7 +120,7 @@ func canonicalName(b []byte) string {
 		next[string(b)] = name
 		headerNames.m.Store(&next)
 	}
-	return name
+	return name, true
 }
 
 func lenOf(m *map[string]string) int {

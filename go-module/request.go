@@ -112,14 +112,14 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	ok := !pr.abandoned
 	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
 		h := pr.w.Header()
-		addHeaders(h, headers)
+		addHeaders(pr, h, headers)
 		pr.w.WriteHeader(status)
 		// The final response sends PHP's whole header list again.
 		clear(h)
 		return true
 	}
 	if ok && status != 0 {
-		addHeaders(pr.w.Header(), headers)
+		addHeaders(pr, pr.w.Header(), headers)
 		if status < 100 || status > 999 {
 			pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
 			status = http.StatusInternalServerError
