@@ -67,9 +67,11 @@ func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t
 	}
 }
 
-// addHeaders adds the headers the core lent for the callback. A name that is not a valid
-// HTTP field name (PHP accepts "Bad Name: x") is dropped, as Go's server would do
-// silently, with a warning the first time the process sees it.
+// addHeaders adds the headers the core lent for the callback. PHP's header() accepts
+// names and values HTTP does not ("Bad Name: x", control characters); Go's server then
+// strips or drops them silently, differently for HTTP/1, 2 and 3, and over HTTP/3 an
+// invalid name stalled the response. Such headers are dropped with a warning: once per
+// name for a bad name, each time for a bad value.
 func addHeaders(pr *phpRequest, h http.Header, headers []C.php_worker_header_t) {
 	for i := range headers {
 		raw := unsafe.Slice((*byte)(unsafe.Pointer(headers[i].name)), int(headers[i].name_len))
@@ -81,6 +83,11 @@ func addHeaders(pr *phpRequest, h http.Header, headers []C.php_worker_header_t) 
 			continue
 		}
 		value := C.GoStringN((*C.char)(unsafe.Pointer(headers[i].value)), C.int(headers[i].value_len))
+		if !httpguts.ValidHeaderFieldValue(value) {
+			pr.logger().Warn("PHP sent a header value with control characters; dropping the header",
+				zap.String("name", name))
+			continue
+		}
 		h[name] = append(h[name], value)
 	}
 }
