@@ -67,7 +67,14 @@ class Server:
         self.proc = subprocess.Popen(
             [str(CADDY), "run", "--config", str(workdir / "Caddyfile"), "--adapter", "caddyfile"],
             cwd=str(REPO), stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            # Nobody else holds this server yet: do not leave it running.
+            self.proc.kill()
+            self.proc.wait()
+            self.log_file.close()
+            raise
 
     def _wait_ready(self):
         deadline = time.time() + 30
