@@ -343,6 +343,14 @@ static void pw_clear_request_info(void)
 	SG(server_context) = NULL;
 }
 
+/* Before request shutdown: PHP would read and discard a body the script never read (a
+ * PUT it ignored), through the client, on this thread. Go's server discards or closes
+ * for us, and a failed read there must not turn a finished response into a 408. */
+static void pw_skip_body_drain(void)
+{
+	SG(post_read) = 1;
+}
+
 /* After request startup: PHP parsed the body of a form or upload (sapi_activate reads
  * it) and the client stopped sending, so the connection is already aborted before the
  * script printed anything. */
@@ -394,6 +402,7 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, bool *
 		/* Shuts down whichever request is active: the script's own, or for a worker the
 		 * idle one, or the HTTP request a fatal error interrupted (which gets the rest of
 		 * the output). */
+		pw_skip_body_drain();
 		php_request_shutdown(NULL);
 	} zend_catch {
 		result = PW_RUN_UNHEALTHY;
@@ -512,6 +521,7 @@ static void pw_worker_request_shutdown(void)
 	zend_try {
 		php_output_deactivate();
 	} zend_end_try();
+	pw_skip_body_drain();
 	zend_try {
 		sapi_deactivate();
 	} zend_end_try();
