@@ -295,10 +295,13 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	if r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
 		start := len(b.strings)
 		b.strings = append(b.strings, make([]byte, r.ContentLength)...)
-		n, err := io.ReadFull(r.Body, b.strings[start:])
-		if err != nil && r.ContentLength > 0 {
+		n, err := readBody(r.Body, b.strings[start:])
+		if err == nil && int64(n) < r.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
 			putRequestBuffer(b)
-			return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
+			return caddyhttp.Error(bodyErrorStatus(err), fmt.Errorf("reading the request body: %w", err))
 		}
 		b.strings = b.strings[:start+n]
 		b.bodyLen = n

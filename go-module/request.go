@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
 
@@ -119,6 +120,10 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		return true
 	}
 	if ok && status != 0 {
+		if status == http.StatusRequestTimeout && pr.bodyErr != nil {
+			// The core's answer to a body it could not read; say why.
+			status = bodyErrorStatus(pr.bodyErr)
+		}
 		addHeaders(pr, pr.w.Header(), headers)
 		if status < 100 || status > 999 {
 			pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
@@ -152,8 +157,8 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	if pr.abandoned || pr.bodyErr != nil {
 		return -1
 	}
-	n, err := io.ReadFull(pr.r.Body, buf)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	n, err := readBody(pr.r.Body, buf)
+	if err != nil {
 		pr.bodyErr = err
 		pr.logger().Warn("reading the request body failed", zap.Error(err))
 		if n == 0 {
@@ -161,6 +166,40 @@ func (pr *phpRequest) readBody(buf []byte) int {
 		}
 	}
 	return n
+}
+
+// readBody fills buf from body: the count, short only at the end of the body, and an
+// error when the body did not end properly. Unlike io.ReadFull it keeps io.EOF (the
+// end) apart from io.ErrUnexpectedEOF (a client that left in the middle of its body).
+func readBody(body io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := body.Read(buf[n:])
+		n += m
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// bodyErrorStatus is the status for a request whose body could not be read: 413 past
+// Caddy's request_body max_size, 408 after its read timeout, else 400.
+func bodyErrorStatus(err error) int {
+	var handlerErr caddyhttp.HandlerError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &handlerErr) && handlerErr.StatusCode != 0:
+		return handlerErr.StatusCode
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }
 
 // abandon stops the callbacks from touching the response (the request's context is
@@ -174,7 +213,7 @@ func (pr *phpRequest) abandon() bool {
 		cancelRequest(pr.core)
 	}
 	// Caddy's read timeout (timeouts read_body): the client is still there.
-	timedOut := errors.Is(pr.bodyErr, os.ErrDeadlineExceeded)
+	timedOut := pr.bodyErr != nil && bodyErrorStatus(pr.bodyErr) == http.StatusRequestTimeout
 	return timedOut && !pr.finished && pr.status == 0
 }
 

@@ -188,7 +188,8 @@ def assert_stalled_body_frees_the_thread(srv):
     """A client that stops sending its request body: Caddy's read timeout (read_body 1s)
     ends the wait and the answer is 408. A PUT script reading php://input sees what
     arrived and an aborted connection; a POST body (which PHP reads whole before the
-    script starts) never reaches the script at all. Either way the server's only PHP thread serves again."""
+    script starts) never reaches the script at all, nor does the POST body of a client
+    that leaves in its middle. Either way the server's only PHP thread serves again."""
     marker = srv.workdir / "stall.txt"
     answer = send_stalled_body(srv, "PUT", f"/body-stall.php?marker={marker}", "application/octet-stream")
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
@@ -197,12 +198,19 @@ def assert_stalled_body_frees_the_thread(srv):
     while not marker.exists() and time.time() < deadline:
         time.sleep(0.05)
     assert marker.read_text().startswith("read=") and marker.read_text().endswith("aborted=1")
-    assert srv.wait_log(lambda e: e["level"] == "warn" and "request body could not be read" in e.get("msg", ""))
+    assert srv.wait_log(lambda e: e["level"] == "warn" and "the script sees an aborted connection" in e.get("msg", ""))
 
     # A script that never reads the body answers at once: PHP must not drain the body
     # through the stalled client, and the 408 is only for scripts that needed the body.
     answer = send_stalled_body(srv, "PUT", "/hello.php", "application/octet-stream")
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"Hello, world!"), answer[:300]
+
+    gone_marker = srv.workdir / "gone-form.txt"
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(f"POST /body-stall.php?marker={gone_marker} HTTP/1.1\r\nHost: t\r\n"
+              "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000000\r\n\r\n".encode()
+              + b"x=" + b"y" * 200_000)
+    s.close()  # the client leaves in the middle of its body
 
     form_marker = srv.workdir / "stall-form.txt"
     answer = send_stalled_body(srv, "POST", f"/body-stall.php?marker={form_marker}",
@@ -211,6 +219,7 @@ def assert_stalled_body_frees_the_thread(srv):
     r = srv.get("/hello.php", timeout=5)
     assert (r.status, r.text) == (200, "Hello, world!"), "the PHP thread is free again"
     assert not form_marker.exists(), "the script must not run on part of a form body"
+    assert not gone_marker.exists(), "nor on part of the body of a client that left"
 
 
 def with_read_body_timeout(caddyfile, timeout="1s"):

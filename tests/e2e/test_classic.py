@@ -297,6 +297,32 @@ def test_stalled_request_body_frees_the_thread(start_server):
         "body-stall", lambda port, admin: with_read_body_timeout(make_caddyfile(port, admin, threads=1))))
 
 
+def test_body_over_request_body_max_size_is_413(start_server, tmp_path):
+    """Caddy's request_body max_size cuts a chunked body (its length unknown in advance)
+    while PHP reads it: the client gets 413, a PUT script sees an aborted connection, and
+    a POST script does not run on the part that fit."""
+    root = f"\troot * {APP}/public\n"
+    srv = start_server("body-limit", lambda port, admin: make_caddyfile(port, admin).replace(
+        root, root + "\trequest_body {\n\t\tmax_size 100KB\n\t}\n"))
+    assert "max_size 100KB" in (srv.workdir / "Caddyfile").read_text()
+    body = tmp_path / "body"
+    body.write_bytes(b"x=" + b"y" * 300_000)
+    put_marker, post_marker = srv.workdir / "put.txt", srv.workdir / "post.txt"
+    for method, ctype, marker in (("PUT", "application/octet-stream", put_marker),
+                                  ("POST", "application/x-www-form-urlencoded", post_marker)):
+        p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method,
+                            "-H", "Transfer-Encoding: chunked", "-H", f"Content-Type: {ctype}",
+                            "--data-binary", f"@{body}", f"http://127.0.0.1:{srv.port}/body-stall.php?marker={marker}"],
+                           capture_output=True, timeout=30)
+        assert p.stdout == b"413", (method, p.stdout, p.stderr)
+    deadline = time.time() + 10
+    while not put_marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    read, aborted = put_marker.read_text().split()
+    assert aborted == "aborted=1" and int(read.split("=")[1]) < 300_002
+    assert not post_marker.exists(), "the script must not run on the part of the body that fit"
+
+
 def test_concurrent_requests_see_only_their_own_data(php):
     def one(i):
         r = php.get(f"/mine.php?id=g{i}", method="POST", body=f"id=p{i}".encode(),
