@@ -70,8 +70,8 @@ func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t
 // addHeaders adds the headers the core lent for the callback. PHP's header() accepts
 // names and values HTTP does not ("Bad Name: x", control characters); Go's server then
 // strips or drops them silently, differently for HTTP/1, 2 and 3, and over HTTP/3 an
-// invalid name stalled the response. Such headers are dropped with a warning: once per
-// name for a bad name, each time for a bad value.
+// invalid name stalled the response. Such headers are dropped with a warning: for a bad
+// name once (while the name cache has room), for a bad value each time.
 func addHeaders(pr *phpRequest, h http.Header, headers []C.php_worker_header_t) {
 	for i := range headers {
 		raw := unsafe.Slice((*byte)(unsafe.Pointer(headers[i].name)), int(headers[i].name_len))

@@ -6,6 +6,7 @@ package phpworker
 import "testing"
 
 func TestCanonicalHeaderNames(t *testing.T) {
+	headerNames.m.Store(nil) // "first" is per process: start from an empty cache
 	for _, tc := range []struct{ in, want string }{
 		{"content-type", "Content-Type"},
 		{"X-Custom-Thing", "X-Custom-Thing"},

@@ -7,8 +7,10 @@ import os
 
 import pytest
 
-from conftest import APP, free_port
-from h3client import request, requests
+pytest.importorskip("aioquic", reason="tests/run.sh installs aioquic, the HTTP/3 client")
+
+from conftest import APP, free_port  # noqa: E402
+from h3client import request, requests  # noqa: E402
 from test_http2 import wait_for_certificate
 
 

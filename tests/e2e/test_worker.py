@@ -131,7 +131,7 @@ def test_a_failing_request_gets_500_and_the_worker_recovers(workers, how, text):
                              and "crashy.php" in e.get("msg", ""))
     assert found and "exit status" in found[-1]["msg"] and "php-w" in found[-1]["msg"]
     served = int(first.split(":")[1]) + 1  # the failed request counts, however it failed
-    assert f"{served} requests served" in found[-1]["msg"], found[-1]["msg"]
+    assert f", {served} requests served)" in found[-1]["msg"], found[-1]["msg"]
 
 
 def test_exit_after_a_redirect_keeps_the_status(workers):
