@@ -408,6 +408,9 @@ def test_errors_are_logged_not_shown_by_default(start_server):
             text = text.replace(f"\t\t{line}\n", "")
         return text
     srv = start_server("ini-defaults", caddyfile)
+    ini = srv.get("/extensions.php").json()
+    assert ini["ini_files"][0] is False, "a php.ini would decide these settings, not the defaults"
+    assert ini["errors"] == ["0", "1"]
     tag = uuid.uuid4().hex
     r = srv.get(f"/logs.php?tag={tag}")
     assert (r.status, r.text) == (200, "logged")
