@@ -227,6 +227,58 @@ def with_read_body_timeout(caddyfile, timeout="1s"):
     return caddyfile.replace("\tphp_worker {", f"\tservers {{\n\t\ttimeouts {{\n\t\t\tread_body {timeout}\n\t\t}}\n\t}}\n\tphp_worker {{", 1)
 
 
+def protocols_caddyfile(admin_port, protocols, sites):
+    """A test Caddyfile serving the default app on several sites, with Caddy's server
+    `protocols` set. sites: (address, worker) pairs; an https:// address uses
+    `tls internal`, and worker=True runs every script through the worker executor."""
+    blocks = []
+    for address, worker in sites:
+        body = "\tbind 127.0.0.1\n"
+        if address.startswith("https://"):
+            body += "\ttls internal\n"
+        body += f"\troot * {APP}/public\n"
+        if worker:
+            body += (f"\tphp_worker {{\n\t\tworker {{\n\t\t\tfile {APP}/executor.php\n\t\t\tnum 2\n"
+                     "\t\t\tmatch *.php *.php/*\n\t\t}\n\t}\n")
+        else:
+            body += "\tphp_worker\n"
+        blocks.append(f"{address} {{\n{body}}}\n")
+    return f"""{{
+	admin 127.0.0.1:{admin_port}
+	persist_config off
+	skip_install_trust
+	auto_https disable_redirects
+	log {{
+		format json
+		level DEBUG
+	}}
+	servers {{
+		protocols {protocols}
+	}}
+	php_worker {{
+		num_threads 6
+		php_ini display_errors 1
+		php_ini html_errors 0
+	}}
+}}
+
+""" + "\n".join(blocks)
+
+
+def wait_for_certificate(port, timeout=30):
+    """Caddy issues the `tls internal` certificate in the background after it starts
+    listening; until then every handshake fails (curl exit 35)."""
+    deadline = time.time() + timeout
+    while True:
+        p = subprocess.run(["curl", "-sS", "--insecure", "-o", "/dev/null", f"https://127.0.0.1:{port}/"],
+                           capture_output=True, timeout=30)
+        if p.returncode == 0:
+            return
+        if time.time() > deadline:
+            raise RuntimeError(f"no TLS handshake on port {port} after {timeout}s: {p.stderr.decode()}")
+        time.sleep(0.1)
+
+
 def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
     return f"""{{
 	admin 127.0.0.1:{admin_port}

@@ -9,50 +9,9 @@ import time
 
 import pytest
 
-from conftest import APP, free_port
+from conftest import free_port, protocols_caddyfile, wait_for_certificate
 
 CURL_TIMEOUT = 30
-
-
-def h2_caddyfile(port, admin_port, tls_port):
-    return f"""{{
-	admin 127.0.0.1:{admin_port}
-	persist_config off
-	skip_install_trust
-	auto_https disable_redirects
-	log {{
-		format json
-		level DEBUG
-	}}
-	servers {{
-		protocols h1 h2 h2c
-	}}
-	php_worker {{
-		num_threads 6
-		php_ini display_errors 1
-		php_ini html_errors 0
-	}}
-}}
-
-http://127.0.0.1:{port} {{
-	bind 127.0.0.1
-	root * {APP}/public
-	php_worker
-}}
-
-https://127.0.0.1:{tls_port} {{
-	bind 127.0.0.1
-	tls internal
-	root * {APP}/public
-	php_worker {{
-		worker {{
-			file {APP}/executor.php
-			num 2
-			match *.php *.php/*
-		}}
-	}}
-}}
-"""
 
 
 class H2Site:
@@ -76,24 +35,11 @@ class H2Site:
 @pytest.fixture(scope="module")
 def h2_server(start_server):
     tls_port = free_port()
-    srv = start_server("http2", lambda port, admin: h2_caddyfile(port, admin, tls_port))
+    srv = start_server("http2", lambda port, admin: protocols_caddyfile(
+        admin, "h1 h2 h2c", [(f"http://127.0.0.1:{port}", False), (f"https://127.0.0.1:{tls_port}", True)]))
     srv.tls_port = tls_port
     wait_for_certificate(tls_port)
     return srv
-
-
-def wait_for_certificate(port, timeout=30):
-    """Caddy issues the `tls internal` certificate in the background after it starts
-    listening; until then every handshake fails (curl exit 35)."""
-    deadline = time.time() + timeout
-    while True:
-        p = subprocess.run(["curl", "-sS", "--insecure", "-o", "/dev/null", f"https://127.0.0.1:{port}/"],
-                           capture_output=True, timeout=CURL_TIMEOUT)
-        if p.returncode == 0:
-            return
-        if time.time() > deadline:
-            raise RuntimeError(f"no TLS handshake on port {port} after {timeout}s: {p.stderr.decode()}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(params=["h2c-classic", "tls-worker"])

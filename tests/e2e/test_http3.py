@@ -9,57 +9,15 @@ import pytest
 
 pytest.importorskip("aioquic", reason="tests/run.sh installs aioquic, the HTTP/3 client")
 
-from conftest import APP, free_port  # noqa: E402
+from conftest import free_port, protocols_caddyfile, wait_for_certificate  # noqa: E402
 from h3client import request, requests  # noqa: E402
-from test_http2 import wait_for_certificate
-
-
-def h3_caddyfile(admin_port, classic_port, worker_port):
-    return f"""{{
-	admin 127.0.0.1:{admin_port}
-	persist_config off
-	skip_install_trust
-	auto_https disable_redirects
-	log {{
-		format json
-		level DEBUG
-	}}
-	servers {{
-		protocols h1 h2 h3
-	}}
-	php_worker {{
-		num_threads 6
-		php_ini display_errors 1
-		php_ini html_errors 0
-	}}
-}}
-
-https://127.0.0.1:{classic_port} {{
-	bind 127.0.0.1
-	tls internal
-	root * {APP}/public
-	php_worker
-}}
-
-https://127.0.0.1:{worker_port} {{
-	bind 127.0.0.1
-	tls internal
-	root * {APP}/public
-	php_worker {{
-		worker {{
-			file {APP}/executor.php
-			num 2
-			match *.php *.php/*
-		}}
-	}}
-}}
-"""
 
 
 @pytest.fixture(scope="module")
 def h3_server(start_server):
     worker_port = free_port()
-    srv = start_server("http3", lambda port, admin: h3_caddyfile(admin, port, worker_port))
+    srv = start_server("http3", lambda port, admin: protocols_caddyfile(
+        admin, "h1 h2 h3", [(f"https://127.0.0.1:{port}", False), (f"https://127.0.0.1:{worker_port}", True)]))
     srv.ports = {"classic": srv.port, "worker": worker_port}
     for port in srv.ports.values():
         wait_for_certificate(port)
