@@ -101,8 +101,9 @@ func appLogger() *zap.Logger {
 // PHP threads hand responses to Go through callbacks, and each callback needs a P.
 // With GOMAXPROCS at the CPU count, the HTTP goroutines hold every P under load and a
 // callback waits for one (futex sleeps and wake-ups on both sides); one more P lets
-// callbacks through: +8 to +30% worker-mode hello-world throughput on 2 cores, as measured. An explicit
-// GOMAXPROCS environment variable is left alone. Guarded by engines.mu.
+// callbacks through: +8 to +30% worker-mode hello-world throughput on 2 cores, as
+// measured. An explicit GOMAXPROCS environment variable is left alone. Guarded by
+// engines.mu.
 var extraP bool
 
 func reserveCallbackP(on bool) {
