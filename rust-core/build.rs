@@ -18,11 +18,20 @@ fn php_config(arg: &str) -> String {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=PHP_CONFIG");
-    println!("cargo:rerun-if-changed=csrc/shim.c");
-    println!("cargo:rerun-if-changed=csrc/shim.h");
+    println!("cargo:rerun-if-changed=csrc");
 
     let mut build = cc::Build::new();
-    build.file("csrc/shim.c").warnings(true).extra_warnings(true).flag("-Wno-unused-parameter");
+    for file in ["sapi.c", "lifecycle.c", "worker.c", "functions.c"] {
+        build.file(format!("csrc/{file}"));
+    }
+    // pw_seam.h declares both sides of the seam as Rust sees them: a definition or call
+    // that does not match must not build.
+    build
+        .warnings(true)
+        .extra_warnings(true)
+        .flag("-Wno-unused-parameter")
+        .flag("-Werror=implicit-function-declaration")
+        .flag("-Werror=incompatible-pointer-types");
     for include in php_config("--includes").split_whitespace() {
         build.flag(include);
     }

@@ -1,4 +1,4 @@
-//! The engine configuration the host passes as JSON to `php_worker_engine_new`.
+//! The JSON the host passes to create an engine and its worker pools.
 
 use std::collections::BTreeMap;
 
@@ -6,23 +6,14 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
-/// Engine-wide settings. Changing any of them needs a new engine.
+/// Engine-wide settings: changing any of them needs a new engine.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
-    /// PHP threads serving classic (one script per request) requests.
-    pub num_threads: usize,
-    /// Worker pools; the pool id of `workers[i]` is `i + 1` (0 is the classic pool).
-    #[serde(default)]
-    pub workers: Vec<WorkerConfig>,
-    /// On shutdown, how long running scripts may take before they are stopped the way a
-    /// timeout stops them.
-    #[serde(default = "default_shutdown_grace_ms")]
-    pub shutdown_grace_ms: u64,
+pub struct EngineConfig {
     /// php.ini overrides, applied after php.ini files.
     #[serde(default)]
     pub php_ini: BTreeMap<String, String>,
-    /// Requests that may wait for a thread before new ones are refused.
+    /// Requests that may wait for a thread in each pool before new ones are refused.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
 }
@@ -30,8 +21,8 @@ pub struct Config {
 /// A worker script and the threads that keep it booted.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct WorkerConfig {
-    /// For logs.
+pub struct WorkerSpec {
+    /// For logs and the thread list.
     pub name: String,
     /// Absolute path of the worker script.
     pub file: String,
@@ -40,7 +31,8 @@ pub struct WorkerConfig {
     /// Requests a script serves before it is restarted; 0 for no limit.
     #[serde(default)]
     pub max_requests: u64,
-    /// Extra `$_SERVER`/getenv() values, for the boot and every request.
+    /// Extra `$_SERVER`/getenv() values while the script boots and between requests
+    /// (each request carries its own).
     #[serde(default)]
     pub env: Vec<(String, String)>,
     /// Longest wait between two boot attempts of a script that keeps failing before
@@ -53,30 +45,15 @@ fn default_queue_capacity() -> usize {
     4096
 }
 
-fn default_shutdown_grace_ms() -> u64 {
-    30_000
-}
-
 fn default_boot_backoff_ms() -> u64 {
     5_000
 }
 
-impl Config {
-    pub fn from_json(json: &[u8]) -> Result<Config> {
-        let config: Config = serde_json::from_slice(json).map_err(|e| Error::Config(e.to_string()))?;
-        if config.num_threads == 0 {
-            return Err(Error::Config("num_threads must be at least 1".into()));
-        }
+impl EngineConfig {
+    pub fn from_json(json: &[u8]) -> Result<EngineConfig> {
+        let config: EngineConfig = serde_json::from_slice(json).map_err(|e| Error::Config(e.to_string()))?;
         if config.queue_capacity == 0 {
             return Err(Error::Config("queue_capacity must be at least 1".into()));
-        }
-        for w in &config.workers {
-            if w.num == 0 {
-                return Err(Error::Config(format!("worker {}: num must be at least 1", w.name)));
-            }
-            if !w.file.starts_with('/') || w.file.contains('\0') {
-                return Err(Error::Config(format!("worker {}: file must be an absolute path", w.name)));
-            }
         }
         config.ini_entries()?;
         Ok(config)
@@ -99,38 +76,42 @@ impl Config {
     }
 }
 
+impl WorkerSpec {
+    pub fn from_json(json: &[u8]) -> Result<WorkerSpec> {
+        let spec: WorkerSpec = serde_json::from_slice(json).map_err(|e| Error::Config(e.to_string()))?;
+        if spec.num == 0 {
+            return Err(Error::Config(format!("worker {}: num must be at least 1", spec.name)));
+        }
+        if !spec.file.starts_with('/') || spec.file.contains('\0') {
+            return Err(Error::Config(format!("worker {}: file must be an absolute path", spec.name)));
+        }
+        Ok(spec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn reads_json_and_renders_ini() {
-        let c = Config::from_json(br#"{"num_threads":3,"php_ini":{"memory_limit":"256M","a.b":"x y"}}"#).unwrap();
-        assert_eq!(c.num_threads, 3);
+    fn reads_engine_json_and_renders_ini() {
+        let c = EngineConfig::from_json(br#"{"php_ini":{"memory_limit":"256M","a.b":"x y"}}"#).unwrap();
         assert_eq!(c.queue_capacity, 4096);
         assert_eq!(c.ini_entries().unwrap(), "a.b=x y\nmemory_limit=256M\n");
+        assert!(EngineConfig::from_json(br#"{"queue_capacity":0}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"unknown":1}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"php_ini":{"a=b":"c"}}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"php_ini":{"a":"b\nc=d"}}"#).is_err());
+        assert!(EngineConfig::from_json(b"not json").is_err());
     }
 
     #[test]
-    fn reads_workers() {
-        let c = Config::from_json(
-            br#"{"num_threads":1,"workers":[{"name":"w","file":"/a/w.php","num":2,"env":[["A","1"]]}]}"#,
-        )
-        .unwrap();
-        let w = &c.workers[0];
+    fn reads_worker_specs() {
+        let w = WorkerSpec::from_json(br#"{"name":"w","file":"/a/w.php","num":2,"env":[["A","1"]]}"#).unwrap();
         assert_eq!((w.num, w.max_requests, w.max_boot_backoff_ms), (2, 0, 5000));
         assert_eq!(w.env, vec![("A".to_owned(), "1".to_owned())]);
-        assert_eq!(c.shutdown_grace_ms, 30_000);
-        assert!(Config::from_json(br#"{"num_threads":1,"workers":[{"name":"w","file":"rel.php","num":1}]}"#).is_err());
-        assert!(Config::from_json(br#"{"num_threads":1,"workers":[{"name":"w","file":"/a.php","num":0}]}"#).is_err());
-    }
-
-    #[test]
-    fn refuses_bad_settings() {
-        assert!(Config::from_json(br#"{"num_threads":0}"#).is_err());
-        assert!(Config::from_json(br#"{"num_threads":1,"unknown":1}"#).is_err());
-        assert!(Config::from_json(br#"{"num_threads":1,"php_ini":{"a=b":"c"}}"#).is_err());
-        assert!(Config::from_json(br#"{"num_threads":1,"php_ini":{"a":"b\nc=d"}}"#).is_err());
-        assert!(Config::from_json(b"not json").is_err());
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"rel.php","num":1}"#).is_err());
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":0}"#).is_err());
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"x":1}"#).is_err());
     }
 }

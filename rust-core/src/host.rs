@@ -1,8 +1,12 @@
 //! The host side of the ABI: the callbacks the embedding program (Caddy's Go module)
 //! registered when it created the engine, wrapped so the rest of the crate calls safe
-//! methods.
+//! methods, and the process environment the host had when PHP started.
 
-use crate::ffi::{Callbacks, Header, Response};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::abi::types::{Callbacks, Header, Response};
+use crate::layout::Strings;
 
 /// Severity of a log line sent to the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +31,11 @@ impl Level {
     }
 }
 
-/// The embedding program's callbacks. Copied out of the C struct at engine creation.
-#[derive(Clone, Copy)]
+/// The embedding program: its callbacks, copied out of the C struct at engine creation,
+/// and its environment, the base of every `$_SERVER` and getenv().
 pub struct Host {
     callbacks: Callbacks,
+    pub process_env: Strings,
 }
 
 // SAFETY: the ABI requires the callbacks to be callable from any thread.
@@ -40,9 +45,9 @@ unsafe impl Sync for Host {}
 impl Host {
     /// # Safety
     /// Every callback in `callbacks` must follow the contract documented on
-    /// [`Callbacks`] for as long as the engine lives.
-    pub unsafe fn new(callbacks: Callbacks) -> Host {
-        Host { callbacks }
+    /// [`Callbacks`] for as long as the host is alive.
+    pub unsafe fn new(callbacks: Callbacks, process_env: Strings) -> Host {
+        Host { callbacks, process_env }
     }
 
     /// Hands response data to the host. Returns false when the client is gone.
@@ -80,6 +85,27 @@ impl Host {
             unsafe { log(handle, level as i32, message.as_ptr(), message.len()) };
         }
     }
+}
+
+thread_local! {
+    /// The host of the engine the calling thread works for (a PHP thread or the engine's
+    /// main thread): what PHP says outside any request goes to its log.
+    static THREAD_HOST: RefCell<Option<Arc<Host>>> = const { RefCell::new(None) };
+}
+
+/// Attaches the calling thread to a host (None detaches it).
+pub fn attach_thread(host: Option<Arc<Host>>) {
+    THREAD_HOST.with(|h| *h.borrow_mut() = host);
+}
+
+/// Runs `f` with the calling thread's host, if it has one.
+pub fn with_thread_host<T>(f: impl FnOnce(&Host) -> T) -> Option<T> {
+    THREAD_HOST.with(|h| h.borrow().as_deref().map(f))
+}
+
+/// Logs a line that belongs to no request, through the calling thread's host.
+pub fn log_unattached(level: Level, message: &str) {
+    with_thread_host(|h| h.log(0, level, message));
 }
 
 #[cfg(test)]

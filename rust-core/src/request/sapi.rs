@@ -1,31 +1,16 @@
-//! The Rust side of the SAPI: hooks the C shim (csrc/shim.c) calls from PHP's SAPI
-//! callbacks. Each one catches panics (a panic must not unwind into C) and none calls
-//! PHP, so no PHP bailout can start inside them.
+//! The SAPI hooks: what PHP's SAPI callbacks (csrc/sapi.c) forward to Rust. Each one
+//! runs in the panic guard and none calls PHP, so no bailout can start inside them.
 //!
-//! `ctx` is PHP's `SG(server_context)`: a `*mut RequestContext` set by src/thread.rs for
+//! `ctx` is PHP's `SG(server_context)`: a `*mut RequestContext` the PHP thread set for
 //! the duration of a request, or NULL outside one.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::engine::with_thread_shared;
-use crate::ffi::Field;
-use crate::host::Level;
-use crate::request::{RequestContext, Sink};
-use crate::shim::ShimVars;
-
-/// Runs a hook body, turning a panic into `fallback`.
-pub(crate) fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let msg = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        with_thread_shared(|s| s.host.log(0, Level::Error, &format!("internal error in a SAPI hook: {msg}")));
-        fallback
-    })
-}
+use super::{RequestContext, Sink};
+use crate::abi::types::Field;
+use crate::host::{Level, log_unattached};
+use crate::php::guard::guard;
+use crate::php::sys::ShimVars;
 
 /// # Safety
 /// `ctx` is NULL or the live `RequestContext` of this thread's request.
@@ -40,10 +25,6 @@ unsafe fn bytes<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
     if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr.cast(), len) } }
 }
 
-fn log_outside_request(level: Level, message: &str) {
-    with_thread_shared(|s| s.host.log(0, level, message));
-}
-
 /// Output of the script. Output outside a request (a worker booting) goes to the log.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usize, aborted: *mut bool) -> usize {
@@ -56,7 +37,7 @@ unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usi
                     unsafe { *aborted = true };
                 }
             }
-            None => log_outside_request(Level::Info, &String::from_utf8_lossy(data)),
+            None => log_unattached(Level::Info, &String::from_utf8_lossy(data)),
         }
         len
     })
@@ -146,7 +127,7 @@ unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_
         let level = Level::from_syslog(syslog_level);
         match unsafe { context(ctx) } {
             Some(ctx) => ctx.log(level, &message),
-            None => log_outside_request(level, &message),
+            None => log_unattached(level, &message),
         }
     })
 }

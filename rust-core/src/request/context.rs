@@ -1,266 +1,16 @@
-//! One HTTP request on its way through PHP: the immutable description the host handed
-//! over ([`Request`]) and the state of its response while a PHP thread runs it
-//! ([`RequestContext`]).
+//! The response side of a request while a PHP thread runs it. A pointer to the
+//! [`RequestContext`] is PHP's `SG(server_context)`; the SAPI hooks in src/request/sapi.rs
+//! reach it through that pointer.
 
-use std::cell::Cell;
-use std::ffi::{c_char, c_void};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::ffi::c_void;
 
-use crate::engine::Shared;
-use crate::error::{Error, Result};
-use crate::ffi::{
-    Field, Header, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH,
-    PHP_WORKER_RESPONSE_INFORMATIONAL,
-};
-use crate::host::Level;
+use super::Request;
+use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
+use crate::host::{Host, Level};
+use crate::php::sys::ShimRequest;
 
 /// Output is handed to the host in chunks of at least this size, unless PHP flushes.
 pub const STREAM_CHUNK: usize = 64 * 1024;
-
-/// A request as the host described it, copied into Rust memory.
-///
-/// `block` holds every string (each followed by a NUL, so C can use it in place) and,
-/// at its end, the part of the body the host read ahead. `spans` holds an (offset,
-/// length) pair per string: the [`Field`]s first, then (name, value) pairs for
-/// `$_SERVER`, the last `env_pairs` of which are also what `getenv()` answers.
-pub struct Request {
-    block: Box<[u8]>,
-    spans: Box<[u32]>,
-    env_pairs: usize,
-    body_start: usize,
-    body_complete: bool,
-    content_length: i64,
-    handle: usize,
-    pool: u32,
-    state: RunState,
-    finished: Cell<bool>,
-    shared: Arc<Shared>,
-}
-
-impl Request {
-    /// Copies and checks a request description. `strings` ends with `body_len` bytes of
-    /// body; every span must point at a string followed by a NUL before the body.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        shared: Arc<Shared>,
-        pool: u32,
-        strings: &[u8],
-        spans: &[u32],
-        env_pairs: u32,
-        body_len: usize,
-        content_length: i64,
-        flags: u32,
-        handle: usize,
-    ) -> Result<Box<Request>> {
-        let fields = Field::Count as usize;
-        if spans.len() < 2 * fields || (spans.len() - 2 * fields) % 4 != 0 {
-            return Err(Error::InvalidRequest("span count"));
-        }
-        let pairs = (spans.len() - 2 * fields) / 4;
-        let env_pairs = env_pairs as usize;
-        if env_pairs > pairs {
-            return Err(Error::InvalidRequest("env pair count"));
-        }
-        let body_start = strings.len().checked_sub(body_len).ok_or(Error::InvalidRequest("body length"))?;
-        for span in spans.chunks_exact(2) {
-            let (start, len) = (span[0] as usize, span[1] as usize);
-            let end = start.checked_add(len).ok_or(Error::InvalidRequest("span overflow"))?;
-            if end >= body_start || strings[end] != 0 {
-                return Err(Error::InvalidRequest("span out of bounds or not NUL-terminated"));
-            }
-        }
-        Ok(Box::new(Request {
-            block: strings.into(),
-            spans: spans.into(),
-            env_pairs,
-            body_start,
-            body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
-            content_length,
-            handle,
-            pool,
-            state: RunState(AtomicU8::new(RunState::QUEUED)),
-            finished: Cell::new(false),
-            shared,
-        }))
-    }
-
-    pub fn pool(&self) -> u32 {
-        self.pool
-    }
-
-    pub fn handle(&self) -> usize {
-        self.handle
-    }
-
-    pub fn content_length(&self) -> i64 {
-        self.content_length
-    }
-
-    /// How many of the trailing `$_SERVER` pairs are the configured env.
-    pub fn env_pairs(&self) -> usize {
-        self.env_pairs
-    }
-
-    /// What `php_worker_request_cancel` acts on.
-    pub fn run_state(&self) -> &RunState {
-        &self.state
-    }
-
-    fn span(&self, index: usize) -> (usize, usize) {
-        (self.spans[2 * index] as usize, self.spans[2 * index + 1] as usize)
-    }
-
-    /// The bytes of a fixed field, without its NUL.
-    pub fn field(&self, field: Field) -> &[u8] {
-        let (start, len) = self.span(field as usize);
-        &self.block[start..start + len]
-    }
-
-    /// A fixed field as a C string that lives as long as the request.
-    pub fn field_ptr(&self, field: Field) -> *const c_char {
-        let (start, _) = self.span(field as usize);
-        self.block[start..].as_ptr().cast()
-    }
-
-    /// Like [`Request::field_ptr`], but NULL when the field is empty.
-    pub fn field_ptr_or_null(&self, field: Field) -> *const c_char {
-        if self.field(field).is_empty() { std::ptr::null() } else { self.field_ptr(field) }
-    }
-
-    /// The `$_SERVER` pairs as (spans, pair count), four u32 per pair.
-    pub fn var_spans(&self) -> (&[u32], usize) {
-        let vars = &self.spans[2 * Field::Count as usize..];
-        (vars, vars.len() / 4)
-    }
-
-    pub fn block(&self) -> &[u8] {
-        &self.block[..self.body_start]
-    }
-
-    /// The value `getenv(name)` gets from the configured environment, as a C string.
-    pub fn env_lookup(&self, name: &[u8]) -> Option<*const c_char> {
-        // Values are NUL-terminated in the block.
-        self.env_value(name).map(|v| v.as_ptr().cast())
-    }
-
-    /// The configured env value of `name` (the last one set), without its NUL.
-    pub fn env_value(&self, name: &[u8]) -> Option<&[u8]> {
-        let (vars, pairs) = self.var_spans();
-        (pairs - self.env_pairs..pairs).rev().find_map(|i| {
-            let s = &vars[4 * i..4 * i + 4];
-            let (n, v) = (s[0] as usize, s[2] as usize);
-            (&self.block[n..n + s[1] as usize] == name).then(|| &self.block[v..v + s[3] as usize])
-        })
-    }
-
-    /// Calls `f` with each configured env (name, value) pair, in order.
-    pub fn for_each_env(&self, mut f: impl FnMut(&[u8], &[u8])) {
-        let (vars, pairs) = self.var_spans();
-        for i in pairs - self.env_pairs..pairs {
-            let s = &vars[4 * i..4 * i + 4];
-            f(
-                &self.block[s[0] as usize..(s[0] + s[1]) as usize],
-                &self.block[s[2] as usize..(s[2] + s[3]) as usize],
-            );
-        }
-    }
-
-    /// HTTP version as PHP counts it (1001 is HTTP/1.1).
-    pub fn proto_num(&self) -> i32 {
-        match self.field(Field::Protocol) {
-            b"HTTP/1.0" => 1000,
-            b"HTTP/2.0" | b"HTTP/2" => 2000,
-            b"HTTP/3.0" | b"HTTP/3" => 3000,
-            _ => 1001,
-        }
-    }
-
-    /// Answers a request that will not run (cancelled, or the engine went away).
-    pub fn reject(&self, status: i32) {
-        self.reject_with(status, &[], "");
-    }
-
-    /// Answers a request that will not run with `headers` and a plain-text `body`.
-    pub fn reject_with(&self, status: i32, headers: &[(&str, &str)], body: &str) {
-        if self.finished.replace(true) {
-            return;
-        }
-        let mut list: Vec<Header> = headers
-            .iter()
-            .map(|(name, value)| Header { name: name.as_ptr(), name_len: name.len(), value: value.as_ptr(), value_len: value.len() })
-            .collect();
-        if !body.is_empty() {
-            const TEXT: (&str, &str) = ("Content-Type", "text/plain; charset=utf-8");
-            list.push(Header { name: TEXT.0.as_ptr(), name_len: TEXT.0.len(), value: TEXT.1.as_ptr(), value_len: TEXT.1.len() });
-        }
-        self.shared.host.respond(self.handle, status, &list, body.as_bytes(), PHP_WORKER_RESPONSE_DONE);
-    }
-
-    /// Marks a request the host keeps the answering of (submission failed).
-    pub fn disown(&self) {
-        self.finished.set(true);
-    }
-
-    /// A request no host waits for: what a worker script sees while it boots. `fields`
-    /// are in [`Field`] order; the last `env_pairs` of `vars` answer getenv().
-    pub fn synthetic(shared: Arc<Shared>, fields: &[&str], vars: &[(&str, &str)], env_pairs: usize) -> Box<Request> {
-        let (block, spans) = encode(fields, vars, b"");
-        let request = Request::new(shared, 0, &block, &spans, env_pairs as u32, 0, 0, PHP_WORKER_REQUEST_BODY_COMPLETE, 0)
-            .expect("a synthetic request follows the layout");
-        request.disown();
-        request
-    }
-}
-
-/// Lays strings out the way the host does for php_worker_request_submit().
-pub fn encode(fields: &[&str], vars: &[(&str, &str)], body: &[u8]) -> (Vec<u8>, Vec<u32>) {
-    let mut block = Vec::new();
-    let mut spans = Vec::new();
-    let mut push = |s: &str| {
-        spans.push(block.len() as u32);
-        spans.push(s.len() as u32);
-        block.extend_from_slice(s.as_bytes());
-        block.push(0);
-    };
-    for f in fields {
-        push(f);
-    }
-    for (k, v) in vars {
-        push(k);
-        push(v);
-    }
-    block.extend_from_slice(body);
-    (block, spans)
-}
-
-impl Drop for Request {
-    fn drop(&mut self) {
-        // The host waits for exactly one DONE per submitted request: never leave it hanging.
-        self.reject(503);
-    }
-}
-
-/// Whether a request waits in its queue, runs, or was cancelled before it could run.
-/// The host cancels from its own threads; the PHP thread claims the request when it
-/// dequeues it. Exactly one of the two wins.
-pub struct RunState(AtomicU8);
-
-impl RunState {
-    const QUEUED: u8 = 0;
-    const RUNNING: u8 = 1;
-    const CANCELLED: u8 = 2;
-
-    /// The PHP thread takes the request. False when the host cancelled it first.
-    pub fn start(&self) -> bool {
-        self.0.compare_exchange(Self::QUEUED, Self::RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
-    }
-
-    /// The host gives up on the request. True when it had not started and never will.
-    pub fn cancel(&self) -> bool {
-        self.0.compare_exchange(Self::QUEUED, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
-    }
-}
 
 /// Buffers a PHP thread keeps from one request to the next.
 #[derive(Default)]
@@ -302,7 +52,8 @@ pub enum Sink {
 }
 
 /// The response side of a running request. A pointer to it is PHP's
-/// `SG(server_context)`; the SAPI hooks in src/sapi.rs reach it through that pointer.
+/// `SG(server_context)`; the SAPI hooks in src/request/sapi.rs reach it through that
+/// pointer.
 pub struct RequestContext {
     request: Box<Request>,
     scratch: Scratch,
@@ -346,14 +97,14 @@ impl RequestContext {
         self.sink
     }
 
-    pub fn shared(&self) -> &Shared {
-        &self.request.shared
+    pub fn host(&self) -> &Host {
+        self.request.host()
     }
 
     /// Logs on behalf of this request; the host's handle goes along while it is valid.
     pub fn log(&self, level: Level, message: &str) {
         let handle = if self.detached { 0 } else { self.request.handle };
-        self.shared().host.log(handle, level, message);
+        self.host().log(handle, level, message);
     }
 
     /// Output from PHP. Returns false when the client is gone.
@@ -447,7 +198,7 @@ impl RequestContext {
             return false;
         }
         self.collect_headers();
-        let delivered = self.request.shared.host.respond(
+        let delivered = self.request.host().respond(
             self.request.handle,
             status,
             &self.scratch.headers,
@@ -473,7 +224,7 @@ impl RequestContext {
         }
         let mut filled = n;
         while filled < buf.len() {
-            match self.request.shared.host.read_body(self.request.handle, &mut buf[filled..]) {
+            match self.request.host().read_body(self.request.handle, &mut buf[filled..]) {
                 Some(0) => break,
                 Some(read) => filled += read,
                 None => {
@@ -512,7 +263,7 @@ impl RequestContext {
         } else if !self.detached {
             self.complete(fatal);
         }
-        self.request.finished.set(true);
+        self.request.mark_finished();
         let mut scratch = self.scratch;
         scratch.trim();
         scratch
@@ -534,7 +285,7 @@ impl RequestContext {
         }
         self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
         self.detached = true;
-        self.request.finished.set(true);
+        self.request.mark_finished();
     }
 
     /// Builds the header list the host reads.
@@ -569,7 +320,7 @@ impl RequestContext {
         }
         self.headers_sent = true;
         let delivered =
-            self.request.shared.host.respond(self.request.handle, status, &self.scratch.headers, body, flags);
+            self.request.host().respond(self.request.handle, status, &self.scratch.headers, body, flags);
         if !delivered {
             self.aborted = true;
         }
@@ -579,6 +330,12 @@ impl RequestContext {
     /// The context as PHP's opaque `SG(server_context)`.
     pub fn as_server_context(&mut self) -> *mut c_void {
         (self as *mut Self).cast()
+    }
+
+    /// The C view of the request, with this context as `SG(server_context)`.
+    pub fn shim(&mut self) -> ShimRequest {
+        let ctx = self.as_server_context();
+        self.request.shim(ctx)
     }
 }
 
@@ -593,75 +350,10 @@ fn trim(mut s: &[u8]) -> &[u8] {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::engine::tests::{calls_for, recording_shared};
-    pub use super::encode;
-
-    pub fn fields<'a>(method: &'a str, script: &'a str) -> Vec<&'a str> {
-        let mut f = vec![""; Field::Count as usize];
-        f[Field::Method as usize] = method;
-        f[Field::ScriptFilename as usize] = script;
-        f[Field::Protocol as usize] = "HTTP/1.1";
-        f
-    }
-
-    fn request(method: &str, vars: &[(&str, &str)], env_pairs: u32, body: &[u8], complete: bool) -> (Box<Request>, usize) {
-        let (shared, handle) = recording_shared();
-        let (block, spans) = encode(&fields(method, "/srv/a.php"), vars, body);
-        let flags = if complete { PHP_WORKER_REQUEST_BODY_COMPLETE } else { 0 };
-        let r = Request::new(shared, 0, &block, &spans, env_pairs, body.len(), 8, flags, handle).unwrap();
-        (r, handle)
-    }
-
-    #[test]
-    fn cancel_and_start_race_has_one_winner() {
-        let (r, _) = request("GET", &[], 0, b"", true);
-        assert!(r.run_state().cancel());
-        assert!(!r.run_state().start(), "a cancelled request never runs");
-        let (r2, _) = request("GET", &[], 0, b"", true);
-        assert!(r2.run_state().start());
-        assert!(!r2.run_state().cancel(), "a running request cannot be withdrawn");
-        r.disown();
-        r2.disown();
-    }
-
-    #[test]
-    fn parses_fields_vars_and_env() {
-        let (r, _) = request("GET", &[("A", "1"), ("APP_ENV", "prod")], 1, b"", true);
-        assert_eq!(r.field(Field::Method), b"GET");
-        assert_eq!(r.field(Field::ScriptFilename), b"/srv/a.php");
-        assert!(r.field_ptr_or_null(Field::Cookie).is_null());
-        assert_eq!(r.var_spans().1, 2);
-        assert!(r.env_lookup(b"A").is_none(), "only env pairs answer getenv");
-        let v = r.env_lookup(b"APP_ENV").unwrap();
-        assert_eq!(unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes(), b"prod");
-        assert_eq!(r.proto_num(), 1001);
-        r.disown();
-    }
-
-    #[test]
-    fn rejects_malformed_layouts() {
-        let (shared, h) = recording_shared();
-        let (block, mut spans) = encode(&fields("GET", "/a.php"), &[], b"");
-        assert!(Request::new(shared.clone(), 0, &block, &spans[..4], 0, 0, 0, 0, h).is_err());
-        assert!(Request::new(shared.clone(), 0, &block, &spans, 1, 0, 0, 0, h).is_err(), "env pairs > pairs");
-        assert!(Request::new(shared.clone(), 0, &block, &spans, 0, block.len() + 1, 0, 0, h).is_err());
-        spans[1] = 2; // "GE": the span now ends on the non-NUL byte "T"
-        assert!(Request::new(shared.clone(), 0, &block, &spans, 0, 0, 0, 0, h).is_err());
-        spans[1] = 10_000;
-        assert!(Request::new(shared, 0, &block, &spans, 0, 0, 0, 0, h).is_err());
-        assert!(calls_for(h).is_empty(), "a refused request is never answered by Rust");
-    }
-
-    #[test]
-    fn an_unanswered_request_is_answered_503_once() {
-        let (r, h) = request("GET", &[], 0, b"", true);
-        drop(r);
-        let calls = calls_for(h);
-        assert_eq!(calls.len(), 1);
-        assert_eq!((calls[0].status, calls[0].flags), (503, PHP_WORKER_RESPONSE_DONE));
-    }
+    use crate::request::tests::request;
+    use crate::testing::{EXCHANGES, calls_for};
 
     #[test]
     fn small_output_leaves_in_one_callback_with_headers() {
@@ -739,7 +431,7 @@ pub(crate) mod tests {
     #[test]
     fn a_body_that_stops_arriving_aborts_the_script_and_answers_408() {
         let (r, h) = request("POST", &[], 0, b"abc", false);
-        crate::engine::tests::EXCHANGES.failing_bodies.lock().unwrap().insert(h);
+        EXCHANGES.failing_bodies.lock().unwrap().insert(h);
         let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         let mut buf = [0u8; 16];
         let mut small = [0u8; 4];
@@ -768,6 +460,6 @@ pub(crate) mod tests {
         assert_eq!(ctx.read_body(&mut buf), 1);
         assert_eq!(ctx.read_body(&mut buf), 0);
         ctx.finish(false);
-        assert!(!crate::engine::tests::EXCHANGES.bodies.lock().unwrap().contains_key(&h));
+        assert!(!EXCHANGES.bodies.lock().unwrap().contains_key(&h));
     }
 }

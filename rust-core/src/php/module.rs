@@ -2,7 +2,7 @@
 //! PHP functions it registers, with FrankenPHP's names so existing worker scripts
 //! (Laravel Octane, Symfony Runtime) run unchanged.
 //!
-//! The function bodies are in csrc/shim.c: they call back into PHP (the request
+//! The function bodies are in csrc/functions.c and csrc/worker.c: they call back into PHP (the request
 //! handler) and can bail out, which must not happen across Rust frames.
 
 use ext_php_rs::args::Arg;

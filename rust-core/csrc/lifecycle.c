@@ -1,0 +1,134 @@
+/*
+ * PHP threads and the classic request cycle: a thread's PHP context, the request info
+ * PHP reads, running a script as one request, and stopping a stuck one. See shim.h.
+ */
+#include <php.h>
+#include <SAPI.h>
+#include <php_main.h>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "shim.h"
+
+void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (name) {
+		pthread_setname_np(pthread_self(), name);
+	}
+	(void)ts_resource(0);
+	slot->thread = pthread_self();
+	slot->timer = &EG(max_execution_timer_timer);
+}
+
+void pw_shim_thread_shutdown(void)
+{
+	ts_free_thread();
+}
+
+bool pw_shim_kill(const pw_kill_slot *slot)
+{
+	/* PHP's timeout handler only acts on signals that carry this thread's timer. */
+	union sigval value;
+	value.sival_ptr = slot->timer;
+	return pthread_sigqueue(slot->thread, SIGRTMIN, value) == 0;
+}
+
+void pw_fill_request_info(const pw_shim_request *req)
+{
+	SG(server_context) = req->ctx;
+	SG(sapi_headers).http_response_code = 200;
+	SG(request_info).request_method = req->method;
+	SG(request_info).request_uri = (char *)req->request_uri;
+	SG(request_info).query_string = (char *)req->query_string;
+	SG(request_info).content_type = req->content_type;
+	SG(request_info).content_length = req->content_length < 0 ? 0 : req->content_length;
+	SG(request_info).path_translated = (char *)req->path_translated;
+	SG(request_info).proto_num = req->proto_num;
+	SG(request_info).auth_user = NULL;
+	SG(request_info).auth_password = NULL;
+	SG(request_info).auth_digest = NULL;
+	php_handle_auth_data(req->authorization);
+}
+
+void pw_clear_request_info(void)
+{
+	SG(request_info).request_method = NULL;
+	SG(request_info).request_uri = NULL;
+	SG(request_info).query_string = NULL;
+	SG(request_info).content_type = NULL;
+	SG(request_info).path_translated = NULL;
+	SG(request_info).cookie_data = NULL;
+	SG(server_context) = NULL;
+}
+
+/* PHP would read and discard a body the script never read (a PUT it ignored), through
+ * the client, on this thread. Go's server discards or closes for us, and a failed read
+ * there must not turn a finished response into a 408. */
+void pw_skip_body_drain(void)
+{
+	SG(post_read) = 1;
+}
+
+/* PHP parsed the body of a form or upload (sapi_activate reads it) and the client
+ * stopped sending, so the connection is already aborted before the script printed
+ * anything. */
+bool pw_body_failed_at_startup(void)
+{
+	return (PG(connection_status) & PHP_CONNECTION_ABORTED) != 0;
+}
+
+static bool pw_fatal_error_happened(void)
+{
+	return PG(last_error_message) != NULL && (PG(last_error_type) & PW_FATAL_ERRORS);
+}
+
+pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run_outcome *outcome)
+{
+	volatile pw_run_result result = PW_RUN_RESULT_OK;
+	outcome->fatal = false;
+	outcome->exit_status = 0;
+	outcome->memory = 0;
+
+	zend_first_try {
+		pw_fill_request_info(req);
+		if (php_request_startup() == FAILURE) {
+			/* A bailout during startup (memory_limit while PHP parsed a form body or read
+			 * the session, say), caught by PHP. */
+			result = PW_RUN_RESULT_STARTUP_FAILED;
+		} else if (pw_body_failed_at_startup()) {
+			/* The form or upload body stopped arriving while PHP parsed it: the script
+			 * would run on part of $_POST or $_FILES; the client gets 408 instead. */
+		} else {
+			zend_file_handle file;
+			zend_stream_init_filename(&file, req->script_filename);
+			file.primary_script = 1;
+			if (worker) {
+				pw_worker_script_begins();
+			}
+			EG(exit_status) = 0;
+			php_execute_script(&file);
+			zend_destroy_file_handle(&file);
+			outcome->fatal = pw_fatal_error_happened();
+			outcome->exit_status = EG(exit_status);
+		}
+		outcome->memory = zend_memory_usage(0);
+		/* Shuts down whichever request is active: the script's own, or for a worker the
+		 * idle one, or the HTTP request a fatal error interrupted (which gets the rest of
+		 * the output). */
+		pw_skip_body_drain();
+		php_request_shutdown(NULL);
+	} zend_catch {
+		result = PW_RUN_RESULT_UNHEALTHY;
+	} zend_end_try();
+
+	if (worker) {
+		pw_worker_script_ended();
+	}
+	pw_clear_request_info();
+	return result;
+}

@@ -1,0 +1,287 @@
+/*
+ * The SAPI module of php_worker: the callbacks PHP calls for I/O (forwarded to the Rust
+ * hooks), $_SERVER, and engine startup and shutdown. See shim.h.
+ */
+#include <php.h>
+#include <SAPI.h>
+#include <php_main.h>
+#include <php_variables.h>
+#include <php_ini.h>
+
+#include "shim.h"
+
+static void *pw_additional_module;
+
+static int pw_sapi_startup(sapi_module_struct *module)
+{
+	return php_module_startup(module, (zend_module_entry *)pw_additional_module);
+}
+
+static int pw_sapi_activate(void)
+{
+	/* sapi_activate() resets proto_num to 1000 just before calling us. */
+	if (SG(server_context)) {
+		SG(request_info).proto_num = pw_rs_proto_num(SG(server_context));
+	}
+	return SUCCESS;
+}
+
+static int pw_sapi_deactivate(void)
+{
+	return SUCCESS;
+}
+
+static size_t pw_sapi_ub_write(const char *str, size_t len)
+{
+	bool aborted = false;
+	size_t written = pw_rs_ub_write(SG(server_context), str, len, &aborted);
+	if (aborted) {
+		/* May bail out (unless ignore_user_abort); we are in C, below PHP's zend_try. */
+		php_handle_aborted_connection();
+	}
+	return written;
+}
+
+static void pw_sapi_flush(void *server_context)
+{
+	if (!server_context) {
+		return;
+	}
+	if (!SG(headers_sent)) {
+		sapi_send_headers();
+	}
+	if (!pw_rs_flush(server_context)) {
+		php_handle_aborted_connection();
+	}
+}
+
+static int pw_sapi_send_headers(sapi_headers_struct *headers)
+{
+	void *ctx = SG(server_context);
+	if (!ctx || SG(request_info).no_headers) {
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	}
+	zend_llist_position pos;
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&headers->headers, &pos); h;
+	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
+		pw_rs_header(ctx, h->header, h->header_len);
+	}
+	pw_rs_headers_done(ctx, headers->http_response_code ? headers->http_response_code : 200);
+	return SAPI_HEADER_SENT_SUCCESSFULLY;
+}
+
+static size_t pw_sapi_read_post(char *buf, size_t len)
+{
+	if (!SG(server_context)) {
+		return 0;
+	}
+	bool aborted = false;
+	size_t n = pw_rs_read_post(SG(server_context), buf, len, &aborted);
+	if (aborted) {
+		/* No bailout here (this can run inside request startup): the script sees
+		 * connection_aborted() and stops at its next output, as for a client gone. */
+		PG(connection_status) |= PHP_CONNECTION_ABORTED;
+	}
+	return n;
+}
+
+static char *pw_sapi_read_cookies(void)
+{
+	if (!SG(server_context)) {
+		return NULL;
+	}
+	return pw_rs_read_cookies(SG(server_context));
+}
+
+/* The process environment as persistent strings flagged interned, so every thread can
+ * put them in its $_SERVER without copying or reference counting. Built at startup,
+ * read-only until shutdown. */
+static zend_string **pw_env_strings;
+static size_t pw_env_pairs;
+
+/* Whether $_SERVER goes through the filter extension's input filter: only when
+ * filter.default is configured, as FrankenPHP does; the filter doubles the cost of
+ * every variable and only filter_input(INPUT_SERVER) needs it. */
+static bool pw_filter_server_vars;
+
+static zend_string *pw_shared_string(const char *s, size_t len)
+{
+	zend_string *str = zend_string_init(s, len, 1);
+	zend_string_hash_val(str);
+	GC_ADD_FLAGS(str, IS_STR_INTERNED);
+	return str;
+}
+
+/* A name PHP would register as is (php_register_variable_ex mangles ' ', '.' and '['). */
+static bool pw_plain_name(const char *name, size_t len)
+{
+	if (len == 0) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void pw_build_env_strings(const pw_shim_vars *env)
+{
+	pw_env_strings = pemalloc(sizeof(zend_string *) * 2 * (env->pairs ? env->pairs : 1), 1);
+	pw_env_pairs = 0;
+	for (size_t i = 0; i < env->pairs; i++) {
+		const uint32_t *s = env->spans + 4 * i;
+		if (!pw_plain_name(env->block + s[0], s[1])) {
+			continue;
+		}
+		pw_env_strings[2 * pw_env_pairs] = pw_shared_string(env->block + s[0], s[1]);
+		pw_env_strings[2 * pw_env_pairs + 1] = pw_shared_string(env->block + s[2], s[3]);
+		pw_env_pairs++;
+	}
+}
+
+static void pw_free_env_strings(void)
+{
+	for (size_t i = 0; i < 2 * pw_env_pairs; i++) {
+		pefree(pw_env_strings[i], 1);
+	}
+	if (pw_env_strings) {
+		pefree(pw_env_strings, 1);
+	}
+	pw_env_strings = NULL;
+	pw_env_pairs = 0;
+}
+
+static void pw_register_request_vars(const pw_shim_vars *vars, zval *track_vars)
+{
+	HashTable *ht = Z_ARRVAL_P(track_vars);
+	for (size_t i = 0; i < vars->pairs; i++) {
+		const uint32_t *s = vars->spans + 4 * i;
+		const char *name = vars->block + s[0];
+		char *value = (char *)vars->block + s[2];
+		size_t value_len = s[3];
+		if (pw_filter_server_vars) {
+			size_t new_len = value_len;
+			/* The filter extension keeps a raw copy for filter_input(INPUT_SERVER) and
+			 * registers the variable itself, returning 0. */
+			if (sapi_module.input_filter(PARSE_SERVER, name, &value, value_len, &new_len)) {
+				php_register_variable_safe(name, value, new_len, track_vars);
+			}
+		} else if (pw_plain_name(name, s[1])) {
+			zval zv;
+			ZVAL_STRINGL_FAST(&zv, value, value_len);
+			zend_hash_str_update(ht, name, s[1], &zv);
+		} else {
+			php_register_variable_safe(name, value, value_len, track_vars);
+		}
+	}
+}
+
+static void pw_sapi_register_server_variables(zval *track_vars)
+{
+	void *ctx = SG(server_context);
+	if (!ctx) {
+		return;
+	}
+	/* The process environment first, then the request's variables, which win. */
+	HashTable *ht = Z_ARRVAL_P(track_vars);
+	zend_hash_extend(ht, pw_env_pairs + 64, 0);
+	for (size_t i = 0; i < pw_env_pairs; i++) {
+		zval zv;
+		ZVAL_INTERNED_STR(&zv, pw_env_strings[2 * i + 1]);
+		zend_hash_update(ht, pw_env_strings[2 * i], &zv);
+	}
+	pw_shim_vars request = {0};
+	pw_rs_server_vars(ctx, &request);
+	pw_register_request_vars(&request, track_vars);
+}
+
+static char *pw_sapi_getenv(const char *name, size_t len)
+{
+	if (!SG(server_context)) {
+		return NULL;
+	}
+	return pw_rs_getenv(SG(server_context), name, len);
+}
+
+static void pw_sapi_log_message(const char *message, int syslog_level)
+{
+	pw_rs_log(SG(server_context), message, syslog_level);
+}
+
+sapi_module_struct pw_sapi_module = {
+	"php_worker",                     /* name */
+	"php_worker (Caddy)",             /* pretty name */
+	pw_sapi_startup,                  /* startup */
+	php_module_shutdown_wrapper,      /* shutdown */
+	pw_sapi_activate,                 /* activate */
+	pw_sapi_deactivate,               /* deactivate */
+	pw_sapi_ub_write,                 /* unbuffered write */
+	pw_sapi_flush,                    /* flush */
+	NULL,                             /* get uid */
+	pw_sapi_getenv,                   /* getenv */
+	php_error,                        /* error handler */
+	NULL,                             /* header handler */
+	pw_sapi_send_headers,             /* send headers handler */
+	NULL,                             /* send header handler */
+	pw_sapi_read_post,                /* read POST data */
+	pw_sapi_read_cookies,             /* read Cookies */
+	pw_sapi_register_server_variables,/* register server variables */
+	pw_sapi_log_message,              /* log message */
+	NULL,                             /* get request time */
+	NULL,                             /* terminate process */
+	STANDARD_SAPI_MODULE_PROPERTIES
+};
+
+/* ---- engine startup and shutdown ------------------------------------------------- */
+
+static void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value)
+{
+	zval zv;
+	ZVAL_NEW_STR(&zv, zend_string_init(value, strlen(value), 1));
+	zend_hash_str_update(configuration_hash, name, strlen(name), &zv);
+}
+
+/* Defaults under php.ini: a server must not show error details (paths, queries) to its
+ * clients, and must log them (PHP's own defaults do the opposite of both), unless
+ * php.ini or php_ini says otherwise. */
+static void pw_ini_defaults(HashTable *configuration_hash)
+{
+	pw_ini_default(configuration_hash, "display_errors", "0");
+	pw_ini_default(configuration_hash, "log_errors", "1");
+}
+
+int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env)
+{
+	pw_additional_module = additional_module;
+	if (!php_tsrm_startup()) {
+		return -1;
+	}
+	zend_signal_startup();
+	sapi_startup(&pw_sapi_module);
+	/* sapi_startup() clears ini_entries, so they go in afterwards. */
+	pw_sapi_module.ini_entries = (char *)ini_entries;
+	pw_sapi_module.php_ini_ignore_cwd = 1;
+	pw_sapi_module.ini_defaults = pw_ini_defaults;
+	if (pw_sapi_module.startup(&pw_sapi_module) == FAILURE) {
+		sapi_shutdown();
+		tsrm_shutdown();
+		return -1;
+	}
+	char *default_filter = NULL;
+	pw_filter_server_vars = cfg_get_string("filter.default", &default_filter) == SUCCESS && default_filter &&
+	                        strcmp(default_filter, "unsafe_raw") != 0;
+	pw_build_env_strings(env);
+	return 0;
+}
+
+void pw_shim_engine_shutdown(void)
+{
+	pw_sapi_module.shutdown(&pw_sapi_module);
+	sapi_shutdown();
+	tsrm_shutdown();
+	pw_free_env_strings();
+	pw_sapi_module.ini_entries = NULL;
+}

@@ -1,0 +1,298 @@
+/*
+ * Worker mode: frankenphp_handle_request() and the trimmed request cycle around each
+ * request of a worker script. See shim.h.
+ *
+ * Between requests PHP does not run its full request shutdown and startup (that would
+ * free the script's objects); the trimmed cycle resets what must be fresh. Any bailout
+ * caught in it, or an exception thrown by PHP code it ran (an output or session
+ * handler, a __wakeup() during session start), leaves PHP unfit to go on with the
+ * script: _zend_bailout marks an unclean shutdown, and a fatal error marks every object
+ * destructed. The request in flight is answered (a 500 unless its response left) and
+ * the script is ended; the thread then starts it again.
+ */
+#include <php.h>
+#include <SAPI.h>
+#include <php_main.h>
+#include <php_variables.h>
+#include <php_output.h>
+#include <ext/spl/spl_exceptions.h>
+#include <Zend/zend_exceptions.h>
+
+#include "shim.h"
+
+/* True while the boot pseudo-request of a worker script is active: the first call to
+ * frankenphp_handle_request() ends it. */
+static __thread bool pw_in_boot_request;
+
+void pw_worker_script_begins(void)
+{
+	pw_in_boot_request = true;
+	/* A client that goes away must not end the worker script (a new boot per cancelled
+	 * request); the script can still turn this off. */
+	zend_string *name = zend_string_init("ignore_user_abort", sizeof("ignore_user_abort") - 1, 0);
+	zend_alter_ini_entry_chars(name, "1", 1, PHP_INI_USER, PHP_INI_STAGE_RUNTIME);
+	zend_string_release(name);
+}
+
+void pw_worker_script_ended(void)
+{
+	pw_in_boot_request = false;
+}
+
+/* Modules whose per-request state lives past a worker request unless they run their
+ * request shutdown and startup hooks around it. */
+static const char *const pw_request_modules[] = {"filter", "session", NULL};
+
+static void pw_modules_request_hook(bool startup)
+{
+	for (const char *const *name = pw_request_modules; *name; name++) {
+		zend_module_entry *module = zend_hash_str_find_ptr(&module_registry, *name, strlen(*name));
+		if (!module) {
+			continue;
+		}
+		if (startup && module->request_startup_func) {
+			module->request_startup_func(module->type, module->module_number);
+		} else if (!startup && module->request_shutdown_func) {
+			module->request_shutdown_func(module->type, module->module_number);
+		}
+	}
+}
+
+/* Frees temporary streams nobody holds (php://input's buffer, for one), which would
+ * otherwise pile up in a worker's resource list. */
+static void pw_release_temporary_streams(void)
+{
+	zend_resource *res;
+	int stream_type = php_file_le_stream();
+	ZEND_HASH_FOREACH_PTR(&EG(regular_list), res) {
+		if (res->type == stream_type) {
+			php_stream *stream = (php_stream *)res->ptr;
+			if (stream && stream->ops == &php_stream_temp_ops && !stream->__exposed && GC_REFCOUNT(res) == 1) {
+				zend_list_delete(res);
+			}
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* Gives the next request fresh superglobals; $_ENV keeps what the worker booted with. */
+static void pw_reset_superglobals(void)
+{
+	for (int i = 0; i < NUM_TRACK_VARS; i++) {
+		zval_ptr_dtor_nogc(&PG(http_globals)[i]);
+	}
+	/* $_SESSION belongs to the previous request's session. */
+	zend_hash_str_del(&EG(symbol_table), ZEND_STRL("_SESSION"));
+	php_hash_environment();
+	/* The worker's code was compiled once, so just-in-time globals it uses are not
+	 * re-created on their own: create them now. */
+	zend_is_auto_global_str(ZEND_STRL("_SERVER"));
+	if (zend_hash_str_exists(&EG(symbol_table), ZEND_STRL("_REQUEST"))) {
+		zend_is_auto_global_str(ZEND_STRL("_REQUEST"));
+	}
+	if (zend_hash_str_exists(&EG(symbol_table), ZEND_STRL("_ENV"))) {
+		zend_auto_global *env = zend_hash_str_find_ptr(CG(auto_globals), ZEND_STRL("_ENV"));
+		if (env) {
+			env->armed = 0;
+		}
+	}
+}
+
+/* php_request_startup() for one request of a worker: what must be fresh, without
+ * tearing down the script's objects, statics and globals. False when it failed (see
+ * the top of this file). */
+static bool pw_worker_request_startup(const pw_shim_request *req)
+{
+	volatile bool ok = true;
+	zend_try {
+		pw_fill_request_info(req);
+		pw_release_temporary_streams();
+		php_output_activate();
+		PG(header_is_being_sent) = 0;
+		PG(connection_status) = PHP_CONNECTION_NORMAL;
+		sapi_activate();
+		if (PG(expose_php)) {
+			sapi_add_header(SAPI_PHP_VERSION_HEADER, sizeof(SAPI_PHP_VERSION_HEADER) - 1, 1);
+		}
+		if (PG(output_handler) && PG(output_handler)[0]) {
+			zval handler;
+			ZVAL_STRING(&handler, PG(output_handler));
+			php_output_start_user(&handler, 0, PHP_OUTPUT_HANDLER_STDFLAGS);
+			zval_ptr_dtor(&handler);
+		} else if (PG(output_buffering)) {
+			php_output_start_user(NULL, PG(output_buffering) > 1 ? PG(output_buffering) : 0,
+			                      PHP_OUTPUT_HANDLER_STDFLAGS);
+		} else if (PG(implicit_flush)) {
+			php_output_set_implicit_flush(1);
+		}
+		pw_reset_superglobals();
+		pw_modules_request_hook(true);
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	SG(sapi_started) = 1;
+	return ok && !EG(exception);
+}
+
+/* php_request_shutdown() for one request of a worker: flush and send the response, end
+ * the session, free what the request owned (uploaded files, php://input). Every step
+ * runs even when one fails. False when one failed (see the top of this file). */
+static bool pw_worker_request_shutdown(void)
+{
+	volatile bool ok = true;
+	zend_try {
+		php_output_end_all();
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	zend_try {
+		pw_modules_request_hook(false);
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	zend_try {
+		php_output_deactivate();
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	pw_skip_body_drain();
+	zend_try {
+		sapi_deactivate();
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	pw_clear_request_info();
+	zend_set_memory_limit(PG(memory_limit));
+	return ok && !EG(exception);
+}
+
+/* An exception still pending after PHP code outside the handler: PHP's "Uncaught ..."
+ * error, logged (and shown, with display_errors, if output can still reach the client). */
+static void pw_report_pending_exception(void)
+{
+	if (EG(exception)) {
+		zend_try {
+			zend_exception_error(EG(exception), E_ERROR);
+		} zend_end_try();
+		zend_clear_exception();
+	}
+}
+
+/* Ends the worker script from inside frankenphp_handle_request(): PHP unwinds to the end
+ * of the script, where the thread's request shutdown runs against the idle
+ * pseudo-request (its output goes to the log), and the thread starts the script again.
+ * The request in flight, if any, was answered before. */
+static ZEND_NORETURN void pw_abandon_script(void)
+{
+	pw_shim_request idle;
+	pw_rs_worker_idle(&idle);
+	pw_fill_request_info(&idle);
+	zend_bailout();
+}
+
+/* Starts the idle pseudo-request, so code after the worker's loop (and PHP's own
+ * request shutdown) runs against an active request whose output goes to the log. */
+static bool pw_start_idle_request(void)
+{
+	pw_shim_request idle;
+	pw_rs_worker_idle(&idle);
+	return pw_worker_request_startup(&idle);
+}
+
+void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
+{
+	zend_fcall_info fci;
+	zend_fcall_info_cache fcc;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_FUNC(fci, fcc)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!pw_rs_worker_active()) {
+		zend_throw_exception(spl_ce_RuntimeException,
+		                     "frankenphp_handle_request() called while not in worker mode", 0);
+		RETURN_THROWS();
+	}
+	if (pw_in_boot_request) {
+		pw_in_boot_request = false;
+		if (!pw_worker_request_shutdown()) {
+			pw_report_pending_exception();
+			pw_abandon_script();
+		}
+	}
+
+	pw_shim_request req;
+	bool has_request = pw_rs_worker_wait(&req);
+	/* The execution timer kept running while the thread waited (disarming it costs a
+	 * syscall per request): re-arm it, and void a timeout it signalled meanwhile, before
+	 * any PHP code runs (session handlers can, during startup; the code after the loop
+	 * when there is no request). A signal raised before the re-arm is delivered by the
+	 * time timer_settime returns. */
+	zend_set_timeout(INI_INT("max_execution_time"), 0);
+	zend_atomic_bool_store_ex(&EG(timed_out), false);
+
+	if (!pw_worker_request_startup(&req)) {
+		pw_report_pending_exception();
+		if (has_request) {
+			pw_rs_worker_done(true, zend_memory_usage(0));
+		}
+		pw_abandon_script();
+	}
+	if (!has_request) {
+		RETURN_FALSE;
+	}
+	if (pw_body_failed_at_startup()) {
+		/* As in pw_shim_run_script: no handler on part of a form body; 408. */
+		bool ok = pw_worker_request_shutdown();
+		if (!ok) {
+			pw_report_pending_exception();
+		}
+		pw_rs_worker_done(!ok, zend_memory_usage(0));
+		if (!ok) {
+			pw_abandon_script();
+		}
+		RETURN_TRUE;
+	}
+
+	zval retval;
+	ZVAL_UNDEF(&retval);
+	fci.retval = &retval;
+	if (zend_call_function(&fci, &fcc) == SUCCESS) {
+		zval_ptr_dtor(&retval);
+	}
+
+	if (EG(exception)) {
+		if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
+			/* An uncaught exception ends the request and the script, like a fatal
+			 * error: its message goes to the client, then PHP unwinds to the end of
+			 * the script, where the thread finishes the request with a 500. */
+			zend_exception_error(EG(exception), E_ERROR);
+			zend_bailout();
+		}
+		/* exit() unwinds the script after this request: let its request shutdown run
+		 * without the pending unwind, then put it back. */
+		zend_object *unwind = EG(exception);
+		EG(exception) = NULL;
+		bool ok = pw_worker_request_shutdown();
+		if (!ok) {
+			pw_report_pending_exception();
+		}
+		pw_rs_worker_done(true, zend_memory_usage(0));
+		if (!ok || !pw_start_idle_request()) {
+			OBJ_RELEASE(unwind);
+			pw_report_pending_exception();
+			pw_abandon_script();
+		}
+		EG(exception) = unwind;
+		RETURN_TRUE;
+	}
+
+	bool ok = pw_worker_request_shutdown();
+	if (!ok) {
+		pw_report_pending_exception();
+	}
+	pw_rs_worker_done(!ok, zend_memory_usage(0));
+	if (!ok) {
+		pw_abandon_script();
+	}
+	RETURN_TRUE;
+}

@@ -1,0 +1,369 @@
+//! Every `extern "C"` function the host calls (include/php_worker.h). Each catches
+//! panics: no unwinding crosses the ABI.
+
+use std::ffi::c_char;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::types::{
+    Callbacks, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
+    PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
+};
+use crate::config::{EngineConfig, WorkerSpec};
+use crate::engine::Engine;
+use crate::error::{Error, Result, panic_message};
+use crate::host::Host;
+use crate::layout::Strings;
+use crate::request::{Request, RunState};
+
+/// A running PHP engine (opaque).
+pub struct EngineHandle {
+    engine: Engine,
+}
+
+/// A submitted request (opaque), for php_worker_request_cancel().
+pub struct RequestHandle {
+    _private: [u8; 0],
+}
+
+/// An error message (opaque), freed with php_worker_error_delete().
+pub struct ErrorHandle {
+    message: String,
+}
+
+/// Bytes the core hands over (opaque), freed with php_worker_bytes_delete().
+pub struct BytesHandle {
+    bytes: Vec<u8>,
+}
+
+fn error_box(err: &Error) -> *mut ErrorHandle {
+    Box::into_raw(Box::new(ErrorHandle { message: err.to_string() }))
+}
+
+/// Runs an operation that reports errors as a php_worker_error_t.
+fn catch(f: impl FnOnce() -> Result<()>) -> *mut ErrorHandle {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => std::ptr::null_mut(),
+        Ok(Err(e)) => error_box(&e),
+        Err(panic) => error_box(&Error::Panic(panic_message(&*panic))),
+    }
+}
+
+/// # Safety
+/// `engine` is NULL or live.
+unsafe fn engine_ref<'a>(engine: *const EngineHandle) -> Result<&'a Engine> {
+    unsafe { engine.as_ref() }.map(|h| &h.engine).ok_or(Error::InvalidRequest("NULL engine"))
+}
+
+/// # Safety
+/// `ptr` is NULL (then `len` is 0) or valid for `len` bytes.
+unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8]> {
+    if ptr.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(Error::InvalidRequest("NULL buffer")) };
+    }
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Starts PHP: TSRM, the SAPI and the modules, on a main thread of the core's own.
+/// Blocks until PHP is up. The engine starts with an empty classic pool
+/// (PHP_WORKER_CLASSIC_POOL): give it threads with php_worker_pool_resize() and add
+/// worker pools with php_worker_pool_new().
+///
+/// `config_json` (`config_len` bytes, UTF-8 JSON, not NUL-terminated) is read during the
+/// call: `{"php_ini": {"key": "value"}, "queue_capacity": n}`. `callbacks` is copied.
+/// On success writes the engine to `*engine_out` and returns NULL; otherwise returns an
+/// error to free with php_worker_error_delete(). Only one engine may exist per process.
+///
+/// # Safety
+/// The pointers are valid as described; the callbacks follow php_worker_callbacks_t
+/// until php_worker_engine_delete() returns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_new(
+    config_json: *const u8,
+    config_len: usize,
+    callbacks: *const Callbacks,
+    engine_out: *mut *mut EngineHandle,
+) -> *mut ErrorHandle {
+    catch(|| {
+        if callbacks.is_null() || engine_out.is_null() {
+            return Err(Error::InvalidRequest("NULL argument"));
+        }
+        // SAFETY: per the function contract.
+        let (json, callbacks) = unsafe { (bytes(config_json, config_len)?, *callbacks) };
+        let config = EngineConfig::from_json(json)?;
+        // SAFETY: per the function contract.
+        let host = Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) });
+        let engine = Engine::start(&config, host)?;
+        unsafe { *engine_out = Box::into_raw(Box::new(EngineHandle { engine })) };
+        Ok(())
+    })
+}
+
+/// Stops taking requests, lets queued and running ones finish for up to `grace_ms`,
+/// stops the scripts still running then (the way max_execution_time does), and stops
+/// PHP. Blocks until done. Submissions made afterwards fail with PHP_WORKER_ERR_STOPPED.
+/// Calling it twice is harmless.
+///
+/// # Safety
+/// `engine` comes from php_worker_engine_new() and was not deleted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_shutdown(engine: *mut EngineHandle, grace_ms: u64) {
+    if let Some(handle) = unsafe { engine.as_ref() } {
+        let _ = catch_unwind(AssertUnwindSafe(|| handle.engine.shutdown(Duration::from_millis(grace_ms))));
+    }
+}
+
+/// Shuts the engine down (as php_worker_engine_shutdown() with a 30 s grace, unless that
+/// was done) and frees it. After this, a new engine may be created.
+///
+/// # Safety
+/// `engine` comes from php_worker_engine_new(), is not used by any other call during
+/// or after this one.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
+    if !engine.is_null() {
+        // SAFETY: per the function contract, we own it now.
+        let handle = unsafe { Box::from_raw(engine) };
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(handle)));
+    }
+}
+
+/// A snapshot of the engine's threads and pools, as UTF-8 JSON:
+/// `{"threads": [{"index", "name", "state", "pool", "worker", "generation", "method",
+/// "uri", "requests", "memory"}], "pools": [{"id", "worker", "generation", "staged",
+/// "threads", "ready", "failing", "queued"}]}`. Reads atomics only: PHP is not called.
+/// On success writes the bytes to `*out` (free them with php_worker_bytes_delete()).
+///
+/// # Safety
+/// `engine` is live; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, out: *mut *mut BytesHandle) -> *mut ErrorHandle {
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        if out.is_null() {
+            return Err(Error::InvalidRequest("NULL out"));
+        }
+        let bytes = serde_json::to_vec(&crate::stats::collect(engine)).map_err(|e| Error::Panic(e.to_string()))?;
+        unsafe { *out = Box::into_raw(Box::new(BytesHandle { bytes })) };
+        Ok(())
+    })
+}
+
+/// Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
+/// threads boot the worker script at once, and it takes requests as they are ready.
+/// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_requests": n,
+/// "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during the call.
+///
+/// # Safety
+/// `engine` is live; `spec_json` is valid for `spec_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_new(engine: *const EngineHandle, pool: u32, spec_json: *const u8, spec_len: usize) -> *mut ErrorHandle {
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        let spec = WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?;
+        engine.create_worker_pool(pool, spec)
+    })
+}
+
+/// Sets the number of threads of the classic pool: new threads start at once; extra
+/// ones finish their request and end (the call does not wait for them).
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_resize(engine: *const EngineHandle, pool: u32, threads: u32) -> *mut ErrorHandle {
+    catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.resize(threads as usize))
+}
+
+/// Restarts a worker pool's script without refusing a request: a new generation of
+/// threads boots (with `spec_json`, or the current settings when it is NULL) beside the
+/// running one, which keeps serving. With `activate`, each new thread that boots
+/// retires an old one once its request is done; a new generation that cannot boot
+/// retires nothing. Without it, the new generation boots but takes no requests until
+/// php_worker_pool_activate() (or is stopped by php_worker_pool_discard()); a staged
+/// generation it replaces is discarded. Writes the generation's id to
+/// `*generation_out` (may be NULL). Does not wait for the boot.
+///
+/// # Safety
+/// `engine` is live; `spec_json` is NULL or valid for `spec_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_restart(
+    engine: *const EngineHandle,
+    pool: u32,
+    spec_json: *const u8,
+    spec_len: usize,
+    activate: bool,
+    generation_out: *mut u32,
+) -> *mut ErrorHandle {
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        let spec = match spec_json.is_null() {
+            true => None,
+            false => Some(WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?),
+        };
+        let generation = engine.pool(pool)?.restart(spec, activate)?;
+        if !generation_out.is_null() {
+            unsafe { *generation_out = generation };
+        }
+        Ok(())
+    })
+}
+
+/// Lets a staged generation (php_worker_pool_restart() without `activate`) take
+/// requests; it retires the older threads as its own boot.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_activate(engine: *const EngineHandle, pool: u32, generation: u32) -> *mut ErrorHandle {
+    catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.activate(generation))
+}
+
+/// Stops a staged generation that never took requests; the running one is untouched.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_discard(engine: *const EngineHandle, pool: u32, generation: u32) -> *mut ErrorHandle {
+    catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.discard(generation))
+}
+
+/// Removes a worker pool: submissions to it fail with PHP_WORKER_ERR_UNKNOWN_POOL from
+/// now on; what is queued is served, then its threads end. Does not wait for them.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_delete(engine: *const EngineHandle, pool: u32) -> *mut ErrorHandle {
+    catch(|| unsafe { engine_ref(engine)? }.delete_pool(pool))
+}
+
+/// Queues one request for PHP; never waits for PHP.
+///
+/// `strings` (`strings_len` bytes) holds every string of the request, each followed by a
+/// NUL, then `body_len` bytes of request body read ahead. `spans` holds `spans_len` u32:
+/// an (offset, length) pair per string: the `Field`s in order, then (name, value) pairs
+/// for `$_SERVER` in registration order (later wins), the last `env_pairs` of which are
+/// also answered by PHP's getenv(). Both buffers are copied during the call.
+/// `content_length` is -1 when unknown; `flags` are PHP_WORKER_REQUEST_*. `pool` selects
+/// the pool. `handle` is the host's name for the request in callbacks.
+///
+/// Returns PHP_WORKER_OK and writes the request to `*request_out` (may be NULL); the
+/// request is then answered through `respond`, ending with exactly one DONE. On any
+/// other status the request was not taken and no callback will name `handle`.
+///
+/// # Safety
+/// `engine` is live; the buffers are valid for their lengths.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_request_submit(
+    engine: *const EngineHandle,
+    pool: u32,
+    strings: *const u8,
+    strings_len: usize,
+    spans: *const u32,
+    spans_len: usize,
+    env_pairs: u32,
+    body_len: usize,
+    content_length: i64,
+    flags: u32,
+    handle: usize,
+    request_out: *mut *mut RequestHandle,
+) -> i32 {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        if strings.is_null() || spans.is_null() {
+            return Err(Error::InvalidRequest("NULL buffer"));
+        }
+        // SAFETY: per the function contract.
+        let (strings, spans) =
+            unsafe { (std::slice::from_raw_parts(strings, strings_len), std::slice::from_raw_parts(spans, spans_len)) };
+        let request = Request::new(engine.host().clone(), strings, spans, env_pairs, body_len, content_length, flags, handle)?;
+        let state: *const RunState = request.run_state();
+        engine.submit(pool, request)?;
+        if !request_out.is_null() {
+            unsafe { *request_out = state.cast_mut().cast() };
+        }
+        Ok(())
+    }));
+    match result {
+        Ok(Ok(())) => PHP_WORKER_OK,
+        Ok(Err(Error::Stopped)) => PHP_WORKER_ERR_STOPPED,
+        Ok(Err(Error::QueueFull)) => PHP_WORKER_ERR_QUEUE_FULL,
+        Ok(Err(Error::UnknownPool(_))) => PHP_WORKER_ERR_UNKNOWN_POOL,
+        Ok(Err(Error::InvalidRequest(_))) => PHP_WORKER_ERR_INVALID,
+        Ok(Err(_)) | Err(_) => PHP_WORKER_ERR_INTERNAL,
+    }
+}
+
+/// Withdraws a request the host gave up on (client gone, max_wait_time passed).
+/// Returns true when the request had not started and never will: the host may answer
+/// the client itself. Returns false when it is already running: it goes on, and its
+/// script sees an aborted connection at its next output if `respond` reports the client
+/// gone. Either way the request still ends with one DONE `respond` call.
+///
+/// # Safety
+/// `request` comes from php_worker_request_submit() and its DONE `respond` call has
+/// not returned yet (the host serialises the two).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) -> bool {
+    // SAFETY: the handle is the request's run state, alive per the contract.
+    let cancel = || unsafe { request.cast::<RunState>().as_ref() }.is_some_and(RunState::cancel);
+    catch_unwind(cancel).unwrap_or(false)
+}
+
+/// The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid
+/// until the error is deleted.
+///
+/// # Safety
+/// `err` comes from this library and was not deleted; `len_out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_error_message(err: *const ErrorHandle, len_out: *mut usize) -> *const c_char {
+    let Some(err) = (unsafe { err.as_ref() }) else {
+        return std::ptr::null();
+    };
+    unsafe { *len_out = err.message.len() };
+    err.message.as_ptr().cast()
+}
+
+/// Frees an error.
+///
+/// # Safety
+/// `err` comes from this library and was not deleted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_error_delete(err: *mut ErrorHandle) {
+    if !err.is_null() {
+        drop(unsafe { Box::from_raw(err) });
+    }
+}
+
+/// The bytes of a php_worker_bytes_t; `*len_out` gets their count. Valid until the
+/// bytes are deleted.
+///
+/// # Safety
+/// `bytes` comes from this library and was not deleted; `len_out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_bytes_data(bytes: *const BytesHandle, len_out: *mut usize) -> *const u8 {
+    let Some(bytes) = (unsafe { bytes.as_ref() }) else {
+        return std::ptr::null();
+    };
+    unsafe { *len_out = bytes.bytes.len() };
+    bytes.bytes.as_ptr()
+}
+
+/// Frees bytes the core handed over.
+///
+/// # Safety
+/// `bytes` comes from this library and was not deleted.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_bytes_delete(bytes: *mut BytesHandle) {
+    if !bytes.is_null() {
+        drop(unsafe { Box::from_raw(bytes) });
+    }
+}
+
+/// The version of the PHP linked in ("8.2.32"), a static NUL-terminated string.
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_php_version() -> *const c_char {
+    concat!(env!("PHP_WORKER_PHP_VERSION"), "\0").as_ptr().cast()
+}

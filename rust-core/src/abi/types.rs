@@ -1,0 +1,111 @@
+//! The types and constants of the C ABI (include/php_worker.h). No logic: cbindgen reads
+//! this file and abi/exports.rs to generate the header.
+
+/// Status: success.
+pub const PHP_WORKER_OK: i32 = 0;
+/// Status: the engine is stopping or stopped.
+pub const PHP_WORKER_ERR_STOPPED: i32 = 1;
+/// Status: the pool's queue is full.
+pub const PHP_WORKER_ERR_QUEUE_FULL: i32 = 2;
+/// Status: the arguments do not follow this header's layout.
+pub const PHP_WORKER_ERR_INVALID: i32 = 3;
+/// Status: no pool has the given id (it is not created yet, or was deleted).
+pub const PHP_WORKER_ERR_UNKNOWN_POOL: i32 = 4;
+/// Status: an internal error (a caught panic); details went to the log callback.
+pub const PHP_WORKER_ERR_INTERNAL: i32 = 5;
+
+/// The pool of classic threads (one script run per request). It exists from
+/// php_worker_engine_new() on, with no threads until php_worker_pool_resize().
+pub const PHP_WORKER_CLASSIC_POOL: u32 = 0;
+
+/// Request flag: the bytes at the end of `strings` are the whole body; PHP will not call
+/// `read_body`.
+pub const PHP_WORKER_REQUEST_BODY_COMPLETE: u32 = 1;
+
+/// Response flag: send what was written so far to the client now (PHP's flush()).
+pub const PHP_WORKER_RESPONSE_FLUSH: u32 = 1;
+/// Response flag: the response is complete; this is the last call for the request.
+pub const PHP_WORKER_RESPONSE_DONE: u32 = 2;
+/// Response flag: an informational (1xx) response, such as 103 Early Hints, carrying
+/// `status` and `headers`; the final response follows in later calls.
+pub const PHP_WORKER_RESPONSE_INFORMATIONAL: u32 = 4;
+
+/// Log levels of the `log` callback.
+pub const PHP_WORKER_LOG_DEBUG: i32 = 0;
+pub const PHP_WORKER_LOG_INFO: i32 = 1;
+pub const PHP_WORKER_LOG_WARN: i32 = 2;
+pub const PHP_WORKER_LOG_ERROR: i32 = 3;
+
+/// The fixed fields at the start of a request's spans, in this order. Empty strings
+/// stand for "absent".
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// GET, POST, ...
+    Method = 0,
+    /// The original request URI with its query string (REQUEST_URI).
+    RequestUri,
+    /// The raw query string, without '?'.
+    QueryString,
+    /// The Content-Type header.
+    ContentType,
+    /// Absolute path of the script to run.
+    ScriptFilename,
+    /// PATH_TRANSLATED, or empty.
+    PathTranslated,
+    /// The Cookie header(s), joined with "; ".
+    Cookie,
+    /// The Authorization header (PHP derives PHP_AUTH_USER and PHP_AUTH_PW from it).
+    Authorization,
+    /// "HTTP/1.1", "HTTP/2.0", ...
+    Protocol,
+    /// Number of fixed fields.
+    Count,
+}
+
+/// A response header. Not NUL-terminated; valid only during the callback.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub name: *const u8,
+    pub name_len: usize,
+    pub value: *const u8,
+    pub value_len: usize,
+}
+
+/// Response data handed to the `respond` callback. Every pointer is owned by Rust and
+/// valid only during the callback: the host copies what it keeps.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Response {
+    /// The HTTP status on the first call for a request, with `headers`; 0 on later calls.
+    /// An informational call carries its own 1xx status and headers.
+    pub status: i32,
+    pub headers: *const Header,
+    pub headers_len: usize,
+    pub body: *const u8,
+    pub body_len: usize,
+    /// PHP_WORKER_RESPONSE_* flags.
+    pub flags: u32,
+}
+
+/// The host's callbacks, registered once with php_worker_engine_new(). Each is called
+/// on a PHP thread, may block briefly (network writes) and must not unwind.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Callbacks {
+    /// Response data for the request `handle`. Returns 0, or non-zero when the client is
+    /// gone (PHP then sees an aborted connection). Called exactly once with
+    /// PHP_WORKER_RESPONSE_DONE per submitted request; after that call returns, `handle`
+    /// is never used again and the request's php_worker_request_t is freed.
+    pub respond: Option<unsafe extern "C" fn(handle: usize, response: *const Response) -> i32>,
+    /// Fills `buf` with up to `len` bytes of the request body of `handle`. Returns the
+    /// count (less than `len` only at the end of the body), or -1 when the body cannot
+    /// be read (client gone, timeout). After -1 the body is not asked for again, the
+    /// script sees an aborted connection, and a response whose headers have not left
+    /// yet becomes a bare 408.
+    pub read_body: Option<unsafe extern "C" fn(handle: usize, buf: *mut u8, len: usize) -> i64>,
+    /// A log line (UTF-8, not NUL-terminated) at a PHP_WORKER_LOG_* level; `handle` is
+    /// the request it belongs to, or 0.
+    pub log: Option<unsafe extern "C" fn(handle: usize, level: i32, message: *const u8, len: usize)>,
+}

@@ -1,0 +1,396 @@
+//! The engine with a real PHP: classic and worker requests, and pools changing while
+//! they serve.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::abi::types::{Field, PHP_WORKER_REQUEST_BODY_COMPLETE};
+use crate::request::encode;
+use crate::request::tests::fields;
+use crate::runtime::thread::ThreadState;
+use crate::testing::*;
+
+/// Engines are one per process: engine tests take turns.
+static ENGINE_LOCK: Mutex<()> = Mutex::new(());
+
+const DISPLAY_ERRORS: &str = r#"{"php_ini":{"display_errors":"1","html_errors":"0"}}"#;
+
+fn with_engine(config: &str, classic: usize, f: impl FnOnce(&Engine)) {
+    let _turn = ENGINE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = Engine::start(&EngineConfig::from_json(config.as_bytes()).unwrap(), test_host()).unwrap();
+    engine.pool(CLASSIC).unwrap().resize(classic).unwrap();
+    f(&engine);
+    engine.shutdown(Duration::from_secs(5));
+}
+
+fn spec(file: &str, num: usize, extra: &str) -> WorkerSpec {
+    WorkerSpec::from_json(
+        format!(r#"{{"name":"w","file":"{file}","num":{num},"env":[["FRANKENPHP_WORKER","1"]],"max_boot_backoff_ms":200{extra}}}"#)
+            .as_bytes(),
+    )
+    .unwrap()
+}
+
+/// Submits a request with these fields and vars, without waiting.
+fn submit(engine: &Engine, pool: PoolId, f: &[&str], vars: &[(&str, &str)], env_pairs: u32, body: &[u8]) -> usize {
+    let handle = new_handle();
+    let (block, spans) = encode(f, vars, body);
+    let request =
+        Request::new(engine.host().clone(), &block, &spans, env_pairs, body.len(), body.len() as i64, PHP_WORKER_REQUEST_BODY_COMPLETE, handle)
+            .unwrap();
+    engine.submit(pool, request).unwrap();
+    handle
+}
+
+/// Runs a GET of `path` with `?query` in `pool` and returns its calls.
+fn get(engine: &Engine, pool: PoolId, path: &str, query: &str) -> Vec<Call> {
+    let uri = format!("/x?{query}");
+    let mut f = fields("GET", path);
+    f[Field::RequestUri as usize] = &uri;
+    f[Field::QueryString as usize] = query;
+    let handle = submit(engine, pool, &f, &[], 0, b"");
+    wait_done(handle, path)
+}
+
+fn get_body(engine: &Engine, pool: PoolId, path: &str) -> String {
+    body(&get(engine, pool, path, ""))
+}
+
+/// Waits until `check` holds, for up to 10 s.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn threads_of(engine: &Engine, pool: PoolId) -> Vec<usize> {
+    engine.threads().iter().filter(|t| t.pool() == pool && t.state() != ThreadState::Stopping).map(|t| t.index).collect()
+}
+
+#[test]
+fn runs_scripts_with_server_vars_env_body_and_status() {
+    with_engine(DISPLAY_ERRORS, 2, |engine| {
+        let hello = script("hello.php", "<?php header('X-Test: yes'); http_response_code(201); echo 'hello';");
+        let calls = get(engine, CLASSIC, &hello, "");
+        assert_eq!(calls.len(), 1, "a small response is one callback");
+        assert_eq!(calls[0].status, 201);
+        assert_eq!(body(&calls), "hello");
+        assert!(calls[0].headers.contains(&("X-Test".into(), "yes".into())));
+
+        let vars = script(
+            "vars.php",
+            "<?php echo $_SERVER['REQUEST_METHOD'], '|', $_SERVER['FOO'], '|', getenv('APP_ENV'), '|', \
+             $_GET['a'], '|', file_get_contents('php://input'), '|', isset($_SERVER['PATH']) ? 'env' : 'noenv';",
+        );
+        let mut f = fields("POST", &vars);
+        f[Field::QueryString as usize] = "a=1";
+        let handle = submit(engine, CLASSIC, &f, &[("REQUEST_METHOD", "POST"), ("FOO", "bar"), ("APP_ENV", "prod")], 1, b"payload");
+        assert_eq!(body(&wait_done(handle, &vars)), "POST|bar|prod|1|payload|env");
+
+        let fatal = script("fatal.php", "<?php echo 'before '; undefined_function();");
+        let calls = get(engine, CLASSIC, &fatal, "");
+        assert_eq!(calls[0].status, 500);
+        assert!(body(&calls).contains("Call to undefined function"), "{}", body(&calls));
+        let calls = get(engine, CLASSIC, &hello, "");
+        assert_eq!((calls[0].status, body(&calls).as_str()), (201, "hello"), "the thread is clean after a fatal");
+
+        let exit = script("exit.php", "<?php echo 'a'; exit(3); echo 'b';");
+        assert_eq!(get_body(engine, CLASSIC, &exit), "a");
+    });
+}
+
+#[test]
+fn php_errors_reach_the_log_with_their_level() {
+    with_engine(r#"{"php_ini":{"log_errors":"1","display_errors":"0"}}"#, 1, |engine| {
+        let s = script("log.php", "<?php error_log('custom line'); trigger_error('careful', E_USER_WARNING);");
+        let handle = get(engine, CLASSIC, &s, "")[0].handle;
+        let logs: Vec<_> = EXCHANGES.logs.lock().unwrap().iter().filter(|l| l.0 == handle).cloned().collect();
+        assert!(logs.iter().any(|l| l.1 == Level::Info as i32 && l.2.contains("custom line")), "{logs:?}");
+        assert!(logs.iter().any(|l| l.1 == Level::Warn as i32 && l.2.contains("careful")), "{logs:?}");
+    });
+}
+
+#[test]
+fn an_engine_can_stop_and_start_again_and_refuses_a_twin() {
+    let s = script("one.php", "<?php echo 1;");
+    with_engine("{}", 1, |engine| {
+        assert!(matches!(Engine::start(&EngineConfig::from_json(b"{}").unwrap(), test_host()), Err(Error::AlreadyRunning)));
+        assert_eq!(get_body(engine, CLASSIC, &s), "1");
+        engine.shutdown(Duration::from_secs(5));
+        let (host, handle) = recording_host();
+        let (block, spans) = encode(&fields("GET", &s), &[], b"");
+        let r = Request::new(host, &block, &spans, 0, 0, 0, 0, handle).unwrap();
+        assert!(matches!(engine.submit(CLASSIC, r), Err(Error::Stopped)));
+        assert!(calls_for(handle).is_empty(), "a refused request is left to the host");
+    });
+    with_engine("{}", 1, |engine| assert_eq!(get_body(engine, CLASSIC, &s), "1"));
+}
+
+#[test]
+fn the_classic_pool_grows_and_shrinks_in_place() {
+    let s = script("pid.php", "<?php echo 'ok';");
+    with_engine("{}", 2, |engine| {
+        eventually("2 threads", || threads_of(engine, CLASSIC).len() == 2);
+        let before = threads_of(engine, CLASSIC);
+        engine.pool(CLASSIC).unwrap().resize(5).unwrap();
+        eventually("5 threads", || threads_of(engine, CLASSIC).len() == 5);
+        assert!(before.iter().all(|i| threads_of(engine, CLASSIC).contains(i)), "growing keeps the running threads");
+        engine.pool(CLASSIC).unwrap().resize(1).unwrap();
+        eventually("1 thread", || engine.threads().len() == 1);
+        assert_eq!(get_body(engine, CLASSIC, &s), "ok");
+        assert!(matches!(engine.pool(CLASSIC).unwrap().restart(None, true), Err(Error::Pool(..))));
+    });
+}
+
+const COUNTER: &str = "<?php $n = 0; $booted = $_SERVER['FRANKENPHP_WORKER'] ?? 'no';
+    while (frankenphp_handle_request(function () use (&$n, $booted) {
+        $n++; header('X-N: ' . $n);
+        echo 'requests:', $n, '|', $booted, '|', $_GET['a'] ?? '-', '|', $_SERVER['FOO'] ?? '-';
+    })) {}";
+
+#[test]
+fn a_worker_keeps_its_state_and_resets_the_request() {
+    let w = script("counter-worker.php", COUNTER);
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        engine.create_worker_pool(7, spec(&w, 1, "")).unwrap();
+        let mut f = fields("GET", &w);
+        f[Field::QueryString as usize] = "a=1";
+        let first = wait_done(submit(engine, 7, &f, &[("FOO", "one")], 0, b""), &w);
+        assert_eq!(body(&first), "requests:1|1|1|one");
+        assert!(first[0].headers.contains(&("X-N".into(), "1".into())));
+        let second = get(engine, 7, &w, "");
+        assert_eq!(body(&second), "requests:2|1|-|-", "$_GET and $_SERVER are the new request's");
+        assert!(second[0].headers.iter().all(|(k, v)| k != "X-N" || v == "2"), "headers do not carry over");
+        assert!(matches!(engine.create_worker_pool(7, spec(&w, 1, "")), Err(Error::Pool(7, _))), "ids are unique");
+    });
+}
+
+#[test]
+fn a_failing_request_gets_a_500_and_the_worker_restarts() {
+    let w = script(
+        "crashy-worker.php",
+        "<?php $n = 0; while (frankenphp_handle_request(function () use (&$n) {
+             $n++; if (($_GET['a'] ?? '') === 'boom') { throw new LogicException('boom'); }
+             echo 'n=', $n;
+         })) {}",
+    );
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "n=1");
+        let calls = get(engine, 1, &w, "a=boom");
+        assert_eq!(calls[0].status, 500);
+        assert!(body(&calls).contains("Uncaught LogicException: boom"), "{}", body(&calls));
+        assert_eq!(get_body(engine, 1, &w), "n=1", "a fresh script serves the next request");
+        assert!(wait_log("script ended unexpectedly on thread php-", Duration::from_secs(5)), "the restart is logged with the thread");
+    });
+}
+
+#[test]
+fn a_worker_that_cannot_boot_answers_its_waiting_requests_503() {
+    let w = script("broken-boot-worker.php", "<?php throw new RuntimeException('no database');");
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        let calls = get(engine, 1, &w, "");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].status, 503);
+        assert!(calls[0].headers.contains(&("Retry-After".into(), "1".into())), "{:?}", calls[0].headers);
+        assert_eq!(body(&calls), "503 Service Unavailable: worker w fails to start; the server log says why\n");
+        // The thread logs after it has answered: wait for the line.
+        assert!(wait_log("worker w: no thread can start the script; answered 1", Duration::from_secs(10)));
+        assert!(wait_log("failed before reaching frankenphp_handle_request() on thread php-", Duration::from_secs(1)));
+    });
+}
+
+#[test]
+fn max_requests_recycles_the_script() {
+    let w = script("recycled-worker.php", "<?php $n = 0; while (frankenphp_handle_request(function () use (&$n) { $n++; echo $n; })) {}");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, r#","max_requests":2"#)).unwrap();
+        let bodies: Vec<String> = (0..5).map(|_| get_body(engine, 1, &w)).collect();
+        assert_eq!(bodies, vec!["1", "2", "1", "2", "1"]);
+    });
+}
+
+#[test]
+fn handle_request_outside_a_worker_throws() {
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        let s = script(
+            "not-a-worker.php",
+            "<?php try { frankenphp_handle_request(fn () => null); } catch (RuntimeException $e) { echo $e->getMessage(); }",
+        );
+        assert_eq!(get_body(engine, CLASSIC, &s), "frankenphp_handle_request() called while not in worker mode");
+    });
+}
+
+#[test]
+fn putenv_is_per_thread_and_per_request() {
+    let set = script(
+        "putenv-set.php",
+        "<?php putenv('PW_T=1'); putenv('PATH'); $all = getenv();
+         echo getenv('PW_T'), '|', var_export(getenv('PATH'), true), '|', $all['PW_T'] ?? '-', '|',
+         isset($all['PATH']) ? 'path' : 'no-path';",
+    );
+    let read = script("putenv-read.php", "<?php echo var_export(getenv('PW_T'), true), '|', getenv('PATH') ? 'path' : 'none';");
+    let w = script(
+        "putenv-worker.php",
+        "<?php putenv('BOOTED=yes'); while (frankenphp_handle_request(function () { echo getenv('BOOTED'); })) {}",
+    );
+    with_engine("{}", 1, |engine| {
+        assert_eq!(get_body(engine, CLASSIC, &set), "1|false|1|no-path");
+        assert_eq!(get_body(engine, CLASSIC, &read), "false|path", "a classic request forgets its putenv()s");
+        assert!(std::env::var_os("PW_T").is_none(), "the process environment is untouched");
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "yes");
+        assert_eq!(get_body(engine, 1, &w), "yes", "a worker keeps its boot-time putenv()s");
+    });
+}
+
+/// A worker whose answer is its code's version, read from the file when it boots.
+fn versioned_worker(name: &str, version: &str) -> String {
+    let w = script(name, "");
+    write_version(&w, version);
+    w
+}
+
+fn write_version(path: &str, version: &str) {
+    std::fs::write(path, format!("<?php $v = '{version}'; while (frankenphp_handle_request(function () use ($v) {{ echo $v; }})) {{}}")).unwrap();
+}
+
+#[test]
+fn a_restart_boots_new_code_beside_the_old_and_loses_no_request() {
+    let w = versioned_worker("rolling.php", "v1");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 2, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        let old = threads_of(engine, 1);
+        write_version(&w, "v2");
+        // Requests keep flowing while the new generation boots and the old one retires.
+        let handles: Vec<usize> = (0..50)
+            .map(|i| {
+                if i == 10 {
+                    assert_eq!(engine.pool(1).unwrap().restart(None, true).unwrap(), 2);
+                }
+                submit(engine, 1, &fields("GET", &w), &[], 0, b"")
+            })
+            .collect();
+        for h in handles {
+            let calls = wait_done(h, &w);
+            assert_eq!(calls[0].status, 200);
+            assert!(["v1", "v2"].contains(&body(&calls).as_str()));
+        }
+        eventually("the old generation's threads ended", || {
+            engine.threads().iter().filter(|t| t.pool() == 1).all(|t| t.snapshot().generation == 2)
+        });
+        assert_eq!(old.len(), 2);
+        eventually("2 threads of the new generation", || {
+            let s = engine.pool(1).unwrap().stats();
+            s.generation == 2 && s.ready == 2 && s.threads == 2
+        });
+        assert_eq!(get_body(engine, 1, &w), "v2", "new code is served");
+    });
+}
+
+#[test]
+fn a_staged_generation_waits_for_activation_or_is_discarded() {
+    let w = versioned_worker("staged.php", "v1");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        write_version(&w, "v2");
+        let pool = engine.pool(1).unwrap();
+        let staged = pool.restart(None, false).unwrap();
+        eventually("the staged thread booted", || engine.threads().iter().any(|t| t.state() == ThreadState::Standby));
+        for _ in 0..5 {
+            assert_eq!(get_body(engine, 1, &w), "v1", "a staged generation takes no request");
+        }
+        pool.discard(staged).unwrap();
+        eventually("the staged thread ended", || engine.threads().len() == 2);
+        assert_eq!(get_body(engine, 1, &w), "v1", "the running generation is untouched");
+        assert!(pool.activate(staged).is_err(), "a discarded generation cannot be activated");
+
+        let staged = pool.restart(None, false).unwrap();
+        pool.activate(staged).unwrap();
+        eventually("v2 is served", || get_body(engine, 1, &w) == "v2");
+        eventually("one worker thread is left", || engine.threads().len() == 2);
+    });
+}
+
+#[test]
+fn a_new_generation_that_cannot_boot_leaves_the_old_one_serving() {
+    let w = versioned_worker("broken-deploy.php", "v1");
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        std::fs::write(&w, "<?php throw new RuntimeException('broken deploy');").unwrap();
+        engine.pool(1).unwrap().restart(None, true).unwrap();
+        assert!(wait_log("broken deploy", Duration::from_secs(10)));
+        for _ in 0..5 {
+            let calls = get(engine, 1, &w, "");
+            assert_eq!((calls[0].status, body(&calls).as_str()), (200, "v1"), "the old generation keeps serving, no 503");
+        }
+        write_version(&w, "v3");
+        eventually("the fixed code is served", || get_body(engine, 1, &w) == "v3");
+        eventually("the old thread retired", || engine.pool(1).unwrap().stats().threads == 1);
+    });
+}
+
+#[test]
+fn a_deleted_pool_serves_what_is_queued_then_its_threads_end() {
+    let w = script("slow-worker.php", "<?php while (frankenphp_handle_request(function () { usleep(100000); echo 'done'; })) {}");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(3, spec(&w, 1, "")).unwrap();
+        let handles: Vec<usize> = (0..3).map(|_| submit(engine, 3, &fields("GET", &w), &[], 0, b"")).collect();
+        engine.delete_pool(3).unwrap();
+        for h in handles {
+            assert_eq!(body(&wait_done(h, &w)), "done", "queued requests are served");
+        }
+        let (block, spans) = encode(&fields("GET", &w), &[], b"");
+        let r = Request::new(engine.host().clone(), &block, &spans, 0, 0, 0, 0, new_handle()).unwrap();
+        assert!(matches!(engine.submit(3, r), Err(Error::UnknownPool(3))));
+        eventually("the worker thread ended", || engine.threads().len() == 1);
+        assert!(engine.delete_pool(CLASSIC).is_err());
+    });
+}
+
+#[test]
+fn threads_move_between_pools_and_keep_their_php_context() {
+    let w = script("mover.php", "<?php while (frankenphp_handle_request(function () { echo 'worker'; })) {}");
+    let classic = script("classic.php", "<?php echo 'classic';");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        eventually("both threads are up", || engine.threads().len() == 2);
+        let worker_thread = threads_of(engine, 1)[0];
+        let (from, to) = (engine.pool(1).unwrap(), engine.pool(CLASSIC).unwrap());
+        assert_eq!(from.hand_over(1, &to), 1);
+        eventually("the worker thread serves classic scripts", || threads_of(engine, CLASSIC).contains(&worker_thread));
+        assert_eq!(engine.threads().len(), 2, "no thread was created or ended");
+        assert_eq!(get_body(engine, CLASSIC, &classic), "classic");
+        assert_eq!(to.hand_over(2, &from), 2);
+        eventually("both threads run the worker", || threads_of(engine, 1).len() == 2);
+        assert_eq!(get_body(engine, 1, &w), "worker");
+        assert_eq!(engine.threads().len(), 2);
+    });
+}
+
+#[test]
+fn stats_list_threads_and_pools() {
+    let w = script("stats-worker.php", "<?php while (frankenphp_handle_request(function () { echo 'x'; })) {}");
+    with_engine("{}", 2, |engine| {
+        engine.create_worker_pool(4, spec(&w, 1, "")).unwrap();
+        get_body(engine, 4, &w);
+        let stats = crate::stats::collect(engine);
+        assert_eq!(stats.threads.len(), 3);
+        let worker: Vec<_> = stats.threads.iter().filter(|t| t.pool == 4).collect();
+        assert_eq!(worker.len(), 1);
+        assert_eq!((worker[0].worker.as_deref(), worker[0].requests, worker[0].generation), (Some("w"), 1, 1));
+        assert!(worker[0].memory > 0, "memory is recorded after each request");
+        assert!(stats.threads.iter().filter(|t| t.pool == CLASSIC).all(|t| t.worker.is_none()));
+        let pool = stats.pools.iter().find(|p| p.id == 4).unwrap();
+        assert_eq!((pool.threads, pool.ready, pool.failing, pool.generation), (1, 1, 0, 1));
+        let json = serde_json::to_string(&stats).unwrap();
+        assert!(json.contains(r#""state":"ready""#) && json.contains(r#""name":"php-"#), "{json}");
+    });
+}

@@ -1,0 +1,102 @@
+//! The raw seam between Rust and the C shim (csrc/): the types both sides share and the
+//! C functions Rust calls.
+//!
+//! csrc/pw_seam.h is generated from this file and the files that define the `pw_rs_*`
+//! hooks (cbindgen, see cbindgen-seam.toml); the `seam_header_is_current` test fails when
+//! it is stale. The shim includes it, so the C compiler checks every pw_shim_* definition
+//! against the declaration Rust calls and every pw_rs_* call against the Rust hook: a
+//! signature that drifts on either side no longer builds.
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// One request as PHP needs it. Every string is NUL-terminated, owned by Rust and valid
+/// until the script (or, for a worker request, pw_rs_worker_done) is over.
+#[repr(C)]
+pub struct ShimRequest {
+    /// The Rust request context, stored in SG(server_context); never NULL.
+    pub ctx: *mut c_void,
+    pub method: *const c_char,
+    pub request_uri: *const c_char,
+    pub query_string: *const c_char,
+    /// NULL when the request has none.
+    pub content_type: *const c_char,
+    pub path_translated: *const c_char,
+    pub script_filename: *const c_char,
+    /// NULL when the request has none.
+    pub authorization: *const c_char,
+    /// 0 when unknown (chunked).
+    pub content_length: i64,
+    /// 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2, 3000 for HTTP/3.
+    pub proto_num: c_int,
+}
+
+/// Variables for `$_SERVER` or the environment, in the layout of src/layout.rs: `pairs`
+/// pairs, each two (offset, length) spans into `block`, whose strings end with a NUL.
+#[repr(C)]
+pub struct ShimVars {
+    pub block: *const c_char,
+    pub spans: *const u32,
+    pub pairs: usize,
+}
+
+/// How pw_shim_run_script ended.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // the values are produced by C
+pub enum RunResult {
+    /// The script ran; it may have failed the PHP way (see the outcome).
+    Ok = 0,
+    /// php_request_startup failed; the script did not run.
+    StartupFailed = 1,
+    /// A bailout escaped PHP's own handlers: the thread needs a fresh PHP context.
+    Unhealthy = 2,
+}
+
+/// What the script left behind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOutcome {
+    /// It ended on a fatal error or an uncaught exception.
+    pub fatal: bool,
+    /// Its exit status (exit(n), 255 after a fatal error).
+    pub exit_status: c_int,
+    /// PHP's memory usage when the script ended, before request shutdown.
+    pub memory: usize,
+}
+
+/// What it takes to stop the script running on a PHP thread from another thread, the
+/// way max_execution_time does: the thread and its execution timer.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KillSlot {
+    pub thread: libc::pthread_t,
+    pub timer: *mut c_void,
+}
+
+// SAFETY: a pthread id and an address only used as a signal's payload.
+unsafe impl Send for KillSlot {}
+unsafe impl Sync for KillSlot {}
+
+unsafe extern "C" {
+    /// Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
+    /// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
+    /// must stay valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module
+    /// entry; `env` (the process environment every `$_SERVER` starts with) is copied.
+    pub fn pw_shim_engine_startup(ini_entries: *const c_char, module: *mut c_void, env: *const ShimVars) -> c_int;
+    /// Stops PHP, on the main thread, after every PHP thread has ended.
+    pub fn pw_shim_engine_shutdown();
+    /// Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
+    /// SIGPIPE), names it `name` (or leaves it when NULL) and fills `slot`. Pair with
+    /// pw_shim_thread_shutdown on the same thread.
+    pub fn pw_shim_thread_init(name: *const c_char, slot: *mut KillSlot);
+    /// Frees the calling thread's PHP context; no request may be running on it.
+    pub fn pw_shim_thread_shutdown();
+    /// Runs a script as one request: request startup, the script, request shutdown.
+    /// With `worker`, `req` is what the worker script sees while it boots, and the
+    /// script serves requests through frankenphp_handle_request() until it returns.
+    pub fn pw_shim_run_script(req: *const ShimRequest, worker: bool, outcome: *mut RunOutcome) -> RunResult;
+    /// Makes the script on the slot's thread fail with "Maximum execution time
+    /// exceeded" at its next instruction, interrupting a blocking sleep. False if no
+    /// signal could be sent. Safe from any thread while the slot's thread has its context.
+    pub fn pw_shim_kill(slot: *const KillSlot) -> bool;
+}

@@ -1,0 +1,406 @@
+//! A pool: a queue of requests and the PHP threads that serve it.
+//!
+//! The classic pool runs one script per request; its size changes in place. A worker
+//! pool runs a worker script on each of its threads, in generations: restarting the
+//! workers (a config reload, the admin API) starts a new generation beside the old one.
+//! Both serve the same queue, so no request is lost or refused meanwhile: each thread of
+//! the new generation that boots retires one thread of the old, which finishes its
+//! request and ends. A new generation that cannot boot never retires anything, so the
+//! old one keeps serving. A generation can also be staged (booted but not taking
+//! requests) until the config that asked for it is committed, or discarded.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use serde::Serialize;
+
+use crate::config::WorkerSpec;
+use crate::error::{Error, Result};
+use crate::host::{Host, Level};
+use crate::request::Request;
+use crate::runtime::thread::{Assignment, Command, PoolEvents, PoolId, Registry, Role, ThreadHandle, ThreadInfo, ThreadState};
+use crate::runtime::worker::Generation;
+
+pub struct Pool {
+    pub id: PoolId,
+    tx: Sender<Box<Request>>,
+    rx: Receiver<Box<Request>>,
+    host: Arc<Host>,
+    registry: Arc<Registry>,
+    me: Weak<Pool>,
+    state: Mutex<PoolState>,
+}
+
+struct PoolState {
+    members: Vec<Member>,
+    /// None for the classic pool.
+    workers: Option<Workers>,
+    /// The pool was removed from its engine: it serves what is queued, then its threads end.
+    draining: bool,
+}
+
+struct Workers {
+    /// The newest active generation.
+    current: Arc<Generation>,
+    /// A generation booting beside the current one that takes no requests yet.
+    staged: Option<Arc<Generation>>,
+    next_generation: u32,
+}
+
+struct Member {
+    thread: ThreadHandle,
+    /// None for a classic thread.
+    generation: Option<Arc<Generation>>,
+    /// Reached frankenphp_handle_request() in its generation.
+    booted: bool,
+    /// Its last boot attempt failed.
+    failing: bool,
+    /// Told to stop or to move: no longer counted.
+    leaving: bool,
+}
+
+impl Member {
+    fn generation_id(&self) -> u32 {
+        self.generation.as_ref().map_or(0, |g| g.id)
+    }
+
+    /// Takes requests from the queue (or will once booted).
+    fn pulls(&self) -> bool {
+        !self.leaving && self.generation.as_ref().is_none_or(|g| g.is_active())
+    }
+
+    /// How soon retiring it costs nothing: threads that serve nothing first, busy ones last.
+    fn retire_rank(&self) -> u8 {
+        match self.thread.info.state() {
+            ThreadState::Backoff | ThreadState::Starting | ThreadState::Booting | ThreadState::Standby => 0,
+            ThreadState::Ready => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A pool's state for the thread list and the host.
+#[derive(Serialize, Debug, Clone)]
+pub struct PoolStats {
+    pub id: PoolId,
+    /// The worker's name; None for the classic pool.
+    pub worker: Option<String>,
+    /// The current generation (0 for the classic pool).
+    pub generation: u32,
+    /// A generation booted but not taking requests yet.
+    pub staged: Option<u32>,
+    /// Threads, leaving ones excluded.
+    pub threads: usize,
+    /// Threads of the current generation that booted (all threads for the classic pool).
+    pub ready: usize,
+    /// Threads whose worker script fails to boot.
+    pub failing: usize,
+    /// Requests waiting for a thread.
+    pub queued: usize,
+}
+
+/// The pool in log lines and answers: "worker <name>" or "the classic pool".
+fn describe(state: &PoolState) -> String {
+    match &state.workers {
+        Some(w) => format!("worker {}", w.current.spec.name),
+        None => "the classic pool".to_owned(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    fn new(id: PoolId, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>, workers: Option<Workers>) -> Arc<Pool> {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        Arc::new_cyclic(|me| Pool {
+            id,
+            tx,
+            rx,
+            host: host.clone(),
+            registry: registry.clone(),
+            me: me.clone(),
+            state: Mutex::new(PoolState { members: Vec::new(), workers, draining: false }),
+        })
+    }
+
+    /// A classic pool, with no threads until [`Pool::resize`].
+    pub fn classic(id: PoolId, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>) -> Arc<Pool> {
+        Pool::new(id, capacity, host, registry, None)
+    }
+
+    /// A worker pool whose first generation boots at once and takes requests as its
+    /// threads are ready.
+    pub fn worker(id: PoolId, spec: WorkerSpec, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>) -> Result<Arc<Pool>> {
+        let first = Arc::new(Generation::new(1, spec, true));
+        let workers = Workers { current: first.clone(), staged: None, next_generation: 2 };
+        let pool = Pool::new(id, capacity, host, registry, Some(workers));
+        let mut state = lock(&pool.state);
+        if let Err(e) = pool.spawn(&mut state, first.spec.num, Some(&first)) {
+            pool.stop_members(&mut state, |_| true);
+            return Err(e);
+        }
+        drop(state);
+        Ok(pool)
+    }
+
+    /// Queues a request. On error the request was not taken: the caller answers it.
+    pub fn submit(&self, request: Box<Request>) -> Result<()> {
+        self.tx.try_send(request).map_err(|e| match e {
+            TrySendError::Full(r) => {
+                r.disown();
+                Error::QueueFull
+            }
+            TrySendError::Disconnected(r) => {
+                r.disown();
+                Error::Stopped
+            }
+        })
+    }
+
+    fn assignment(&self, generation: Option<&Arc<Generation>>) -> Assignment {
+        let events: Arc<dyn PoolEvents> = self.me.upgrade().expect("a pool acts only while alive");
+        Assignment {
+            pool: self.id,
+            queue: self.rx.clone(),
+            role: generation.map_or(Role::Classic, |g| Role::Worker(g.clone())),
+            events,
+        }
+    }
+
+    fn spawn(&self, state: &mut PoolState, n: usize, generation: Option<&Arc<Generation>>) -> Result<()> {
+        for _ in 0..n {
+            let thread = self.registry.spawn(&self.host, self.assignment(generation))?;
+            state.members.push(Member { thread, generation: generation.cloned(), booted: false, failing: false, leaving: false });
+        }
+        Ok(())
+    }
+
+    /// Tells the members `which` selects to finish what they run and end.
+    fn stop_members(&self, state: &mut PoolState, which: impl Fn(&Member) -> bool) {
+        for m in state.members.iter_mut().filter(|m| !m.leaving && which(m)) {
+            m.leaving = true;
+            m.thread.send(Command::Stop);
+        }
+    }
+
+    /// Sets the number of threads of the classic pool: new ones start at once, extra
+    /// ones finish their request and end.
+    pub fn resize(&self, threads: usize) -> Result<()> {
+        let mut state = lock(&self.state);
+        if state.draining {
+            return Err(Error::Stopped);
+        }
+        if state.workers.is_some() {
+            return Err(Error::Pool(self.id, "a worker pool's size is set by its worker's num".into()));
+        }
+        let alive = state.members.iter().filter(|m| !m.leaving).count();
+        if threads > alive {
+            return self.spawn(&mut state, threads - alive, None);
+        }
+        let mut extra: Vec<usize> = (0..state.members.len()).filter(|&i| !state.members[i].leaving).collect();
+        extra.sort_by_key(|&i| state.members[i].retire_rank());
+        for i in extra.into_iter().take(alive - threads) {
+            state.members[i].leaving = true;
+            state.members[i].thread.send(Command::Stop);
+        }
+        Ok(())
+    }
+
+    /// Starts a new generation of workers (with `spec`, or the current one's), beside the
+    /// current one. With `activate` it takes over as its threads boot; otherwise it is
+    /// staged until [`Pool::activate`] (a staged generation it replaces is discarded).
+    /// Returns the generation's id.
+    pub fn restart(&self, spec: Option<WorkerSpec>, activate: bool) -> Result<u32> {
+        let mut state = lock(&self.state);
+        if state.draining {
+            return Err(Error::Stopped);
+        }
+        let Some(workers) = state.workers.as_mut() else {
+            return Err(Error::Pool(self.id, "the classic pool has no worker script to restart".into()));
+        };
+        if let Some(staged) = workers.staged.take() {
+            self.stop_members(&mut state, |m| m.generation_id() == staged.id);
+        }
+        let workers = state.workers.as_mut().expect("checked above");
+        let spec = spec.unwrap_or_else(|| workers.current.spec.clone());
+        let generation = Arc::new(Generation::new(workers.next_generation, spec, false));
+        workers.next_generation += 1;
+        if let Err(e) = self.spawn(&mut state, generation.spec.num, Some(&generation)) {
+            self.stop_members(&mut state, |m| m.generation_id() == generation.id);
+            return Err(e);
+        }
+        if activate {
+            self.activate_locked(&mut state, &generation);
+        } else {
+            state.workers.as_mut().expect("checked above").staged = Some(generation.clone());
+        }
+        Ok(generation.id)
+    }
+
+    /// Lets a staged generation take requests; it retires the old threads as it boots.
+    pub fn activate(&self, generation: u32) -> Result<()> {
+        let mut state = lock(&self.state);
+        let staged = state.workers.as_mut().and_then(|w| w.staged.take_if(|g| g.id == generation));
+        let Some(staged) = staged else {
+            return Err(Error::Pool(self.id, format!("no staged generation {generation}")));
+        };
+        self.activate_locked(&mut state, &staged);
+        Ok(())
+    }
+
+    fn activate_locked(&self, state: &mut PoolState, generation: &Arc<Generation>) {
+        generation.activate();
+        state.workers.as_mut().expect("a worker pool").current = generation.clone();
+        for m in state.members.iter().filter(|m| m.generation_id() == generation.id) {
+            m.thread.send(Command::Activate);
+        }
+        self.rebalance(state);
+    }
+
+    /// Stops a staged generation that never took requests.
+    pub fn discard(&self, generation: u32) -> Result<()> {
+        let mut state = lock(&self.state);
+        let staged = state.workers.as_mut().and_then(|w| w.staged.take_if(|g| g.id == generation));
+        if staged.is_none() {
+            return Err(Error::Pool(self.id, format!("no staged generation {generation}")));
+        }
+        self.stop_members(&mut state, |m| m.generation_id() == generation);
+        Ok(())
+    }
+
+    /// Retires as many threads of older generations as the current one has booted: the
+    /// old ones keep serving for the new threads that are not ready yet.
+    fn rebalance(&self, state: &mut PoolState) {
+        let Some(current) = state.workers.as_ref().map(|w| w.current.clone()) else { return };
+        let booted = state.members.iter().filter(|m| !m.leaving && m.booted && m.generation_id() == current.id).count();
+        let keep = current.spec.num.saturating_sub(booted);
+        let mut old: Vec<usize> = (0..state.members.len())
+            .filter(|&i| {
+                let m = &state.members[i];
+                m.pulls() && m.generation_id() != current.id
+            })
+            .collect();
+        if old.len() <= keep {
+            return;
+        }
+        old.sort_by_key(|&i| state.members[i].retire_rank());
+        let retire = old.len() - keep;
+        for i in old.into_iter().take(retire) {
+            let m = &mut state.members[i];
+            m.leaving = true;
+            m.thread.send(Command::Stop);
+        }
+    }
+
+    /// Stops taking part: the pool (already out of its engine's table, so nothing new is
+    /// queued) serves what is queued, then its threads end.
+    pub fn drain(&self) {
+        let mut state = lock(&self.state);
+        state.draining = true;
+        for m in &state.members {
+            m.thread.send(Command::Drain);
+        }
+        if state.members.is_empty() {
+            self.answer_queue(&describe(&state));
+        }
+    }
+
+    /// Moves up to `n` threads of this pool to `to` (a classic thread becomes a worker
+    /// thread of `to`'s current generation, or the reverse): each finishes its request
+    /// and script first. Returns how many were sent.
+    pub fn hand_over(&self, n: usize, to: &Arc<Pool>) -> usize {
+        let moving: Vec<ThreadHandle> = {
+            let mut state = lock(&self.state);
+            let mut candidates: Vec<usize> = (0..state.members.len()).filter(|&i| !state.members[i].leaving).collect();
+            candidates.sort_by_key(|&i| state.members[i].retire_rank());
+            candidates
+                .into_iter()
+                .take(n)
+                .map(|i| {
+                    state.members[i].leaving = true;
+                    state.members[i].thread.clone()
+                })
+                .collect()
+        };
+        for thread in &moving {
+            let assignment = to.adopt(thread);
+            thread.send(Command::Join(assignment));
+        }
+        moving.len()
+    }
+
+    /// Takes a thread that is on its way from another pool.
+    fn adopt(&self, thread: &ThreadHandle) -> Assignment {
+        let mut state = lock(&self.state);
+        let generation = state.workers.as_ref().map(|w| w.current.clone());
+        state.members.push(Member { thread: thread.clone(), generation: generation.clone(), booted: false, failing: false, leaving: false });
+        self.assignment(generation.as_ref())
+    }
+
+    /// Answers what is left in the queue of a pool no thread will serve again.
+    fn answer_queue(&self, name: &str) {
+        let body = format!("503 Service Unavailable: {name} stopped\n");
+        while let Ok(request) = self.rx.try_recv() {
+            if request.run_state().start() {
+                request.reject_with(503, &[("Retry-After", "1")], &body);
+            } else {
+                request.reject(503);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let state = lock(&self.state);
+        let current = state.workers.as_ref().map(|w| w.current.clone());
+        let living = || state.members.iter().filter(|m| !m.leaving);
+        PoolStats {
+            id: self.id,
+            worker: current.as_ref().map(|g| g.spec.name.clone()),
+            generation: current.as_ref().map_or(0, |g| g.id),
+            staged: state.workers.as_ref().and_then(|w| w.staged.as_ref().map(|g| g.id)),
+            threads: living().count(),
+            ready: match &current {
+                Some(g) => living().filter(|m| m.booted && m.generation_id() == g.id).count(),
+                None => living().count(),
+            },
+            failing: living().filter(|m| m.failing).count(),
+            queued: self.rx.len(),
+        }
+    }
+
+    fn member<'a>(state: &'a mut PoolState, thread: &ThreadInfo) -> Option<&'a mut Member> {
+        state.members.iter_mut().find(|m| std::ptr::eq(Arc::as_ptr(&m.thread.info), thread))
+    }
+}
+
+impl PoolEvents for Pool {
+    fn booted(&self, thread: &ThreadInfo) {
+        let mut state = lock(&self.state);
+        if let Some(m) = Pool::member(&mut state, thread) {
+            m.booted = true;
+        }
+        self.rebalance(&mut state);
+    }
+
+    fn boot_failing(&self, thread: &ThreadInfo, failing: bool) -> bool {
+        let mut state = lock(&self.state);
+        if let Some(m) = Pool::member(&mut state, thread) {
+            m.failing = failing;
+        }
+        let mut pullers = state.members.iter().filter(|m| m.pulls()).peekable();
+        pullers.peek().is_some() && pullers.all(|m| m.failing)
+    }
+
+    fn left(&self, thread: &ThreadInfo) {
+        let mut state = lock(&self.state);
+        state.members.retain(|m| !std::ptr::eq(Arc::as_ptr(&m.thread.info), thread));
+        if state.draining && state.members.is_empty() {
+            let name = describe(&state);
+            drop(state);
+            self.answer_queue(&name);
+            self.host.log(0, Level::Debug, &format!("pool {}: drained", self.id));
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! One HTTP request on its way through PHP: the immutable description the host handed
+//! over ([`Request`]), and the state of its response while a PHP thread runs it
+//! ([`context::RequestContext`]).
+
+pub mod context;
+pub mod sapi;
+
+use std::cell::Cell;
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::abi::types::{Field, Header, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::layout::{self, Strings};
+use crate::php::sys::ShimRequest;
+
+pub use context::{RequestContext, Scratch, Sink};
+
+/// A request as the host described it, copied into Rust memory.
+///
+/// `block` holds every string in the layout of src/layout.rs and, at its end, the part
+/// of the body the host read ahead. The spans are the [`Field`]s first, then (name,
+/// value) pairs for `$_SERVER`, the last `env_pairs` of which are also what `getenv()`
+/// answers.
+pub struct Request {
+    block: Box<[u8]>,
+    spans: Box<[u32]>,
+    env_pairs: usize,
+    body_start: usize,
+    body_complete: bool,
+    content_length: i64,
+    handle: usize,
+    state: RunState,
+    finished: Cell<bool>,
+    host: Arc<Host>,
+}
+
+impl Request {
+    /// Copies and checks a request description. `strings` ends with `body_len` bytes of
+    /// body; every span must point at a string followed by a NUL before the body.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        host: Arc<Host>,
+        strings: &[u8],
+        spans: &[u32],
+        env_pairs: u32,
+        body_len: usize,
+        content_length: i64,
+        flags: u32,
+        handle: usize,
+    ) -> Result<Box<Request>> {
+        let fields = Field::Count as usize;
+        if spans.len() < 2 * fields || (spans.len() - 2 * fields) % 4 != 0 {
+            return Err(Error::InvalidRequest("span count"));
+        }
+        let pairs = (spans.len() - 2 * fields) / 4;
+        let env_pairs = env_pairs as usize;
+        if env_pairs > pairs {
+            return Err(Error::InvalidRequest("env pair count"));
+        }
+        let body_start = strings.len().checked_sub(body_len).ok_or(Error::InvalidRequest("body length"))?;
+        layout::check(strings, spans, body_start)?;
+        Ok(Box::new(Request {
+            block: strings.into(),
+            spans: spans.into(),
+            env_pairs,
+            body_start,
+            body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
+            content_length,
+            handle,
+            state: RunState(AtomicU8::new(RunState::QUEUED)),
+            finished: Cell::new(false),
+            host,
+        }))
+    }
+
+    /// A request no host waits for: what a worker script sees while it boots. `fields`
+    /// are in [`Field`] order; the last `env_pairs` of `vars` answer getenv().
+    pub fn synthetic(host: Arc<Host>, fields: &[&str], vars: &[(&str, &str)], env_pairs: usize) -> Box<Request> {
+        let (block, spans) = encode(fields, vars, b"");
+        let request = Request::new(host, &block, &spans, env_pairs as u32, 0, 0, PHP_WORKER_REQUEST_BODY_COMPLETE, 0)
+            .expect("a synthetic request follows the layout");
+        request.disown();
+        request
+    }
+
+    pub fn handle(&self) -> usize {
+        self.handle
+    }
+
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    pub fn content_length(&self) -> i64 {
+        self.content_length
+    }
+
+    /// How many of the trailing `$_SERVER` pairs are the configured env.
+    pub fn env_pairs(&self) -> usize {
+        self.env_pairs
+    }
+
+    /// What `php_worker_request_cancel` acts on.
+    pub fn run_state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// The bytes of a fixed field, without its NUL.
+    pub fn field(&self, field: Field) -> &[u8] {
+        layout::get(&self.block, &self.spans, field as usize)
+    }
+
+    /// A fixed field as a C string that lives as long as the request.
+    pub fn field_ptr(&self, field: Field) -> *const c_char {
+        self.block[self.spans[2 * field as usize] as usize..].as_ptr().cast()
+    }
+
+    /// Like [`Request::field_ptr`], but NULL when the field is empty.
+    pub fn field_ptr_or_null(&self, field: Field) -> *const c_char {
+        if self.field(field).is_empty() { std::ptr::null() } else { self.field_ptr(field) }
+    }
+
+    /// The `$_SERVER` pairs as (spans, pair count), four u32 per pair.
+    pub fn var_spans(&self) -> (&[u32], usize) {
+        let vars = &self.spans[2 * Field::Count as usize..];
+        (vars, vars.len() / 4)
+    }
+
+    /// The strings, without the read-ahead body.
+    pub fn block(&self) -> &[u8] {
+        &self.block[..self.body_start]
+    }
+
+    fn var(&self, i: usize) -> (&[u8], &[u8]) {
+        let (vars, _) = self.var_spans();
+        (layout::get(&self.block, vars, 2 * i), layout::get(&self.block, vars, 2 * i + 1))
+    }
+
+    /// The value `getenv(name)` gets from the configured environment, as a C string.
+    pub fn env_lookup(&self, name: &[u8]) -> Option<*const c_char> {
+        // Values are NUL-terminated in the block.
+        self.env_value(name).map(|v| v.as_ptr().cast())
+    }
+
+    /// The configured env value of `name` (the last one set), without its NUL.
+    pub fn env_value(&self, name: &[u8]) -> Option<&[u8]> {
+        let (_, pairs) = self.var_spans();
+        (pairs - self.env_pairs..pairs).rev().map(|i| self.var(i)).find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// Calls `f` with each configured env (name, value) pair, in order.
+    pub fn for_each_env(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        let (_, pairs) = self.var_spans();
+        for i in pairs - self.env_pairs..pairs {
+            let (n, v) = self.var(i);
+            f(n, v);
+        }
+    }
+
+    /// HTTP version as PHP counts it (1001 is HTTP/1.1).
+    pub fn proto_num(&self) -> i32 {
+        match self.field(Field::Protocol) {
+            b"HTTP/1.0" => 1000,
+            b"HTTP/2.0" | b"HTTP/2" => 2000,
+            b"HTTP/3.0" | b"HTTP/3" => 3000,
+            _ => 1001,
+        }
+    }
+
+    /// The C view of the request, with `ctx` as PHP's `SG(server_context)`.
+    pub fn shim(&self, ctx: *mut std::ffi::c_void) -> ShimRequest {
+        let c = |f: Field| self.field_ptr(f);
+        ShimRequest {
+            ctx,
+            method: c(Field::Method),
+            request_uri: c(Field::RequestUri),
+            query_string: c(Field::QueryString),
+            content_type: self.field_ptr_or_null(Field::ContentType),
+            path_translated: c(Field::PathTranslated),
+            script_filename: c(Field::ScriptFilename),
+            authorization: self.field_ptr_or_null(Field::Authorization),
+            content_length: self.content_length.max(0),
+            proto_num: self.proto_num(),
+        }
+    }
+
+    /// Answers a request that will not run (cancelled, or no thread will take it).
+    pub fn reject(&self, status: i32) {
+        self.reject_with(status, &[], "");
+    }
+
+    /// Answers a request that will not run with `headers` and a plain-text `body`.
+    pub fn reject_with(&self, status: i32, headers: &[(&str, &str)], body: &str) {
+        if self.finished.replace(true) {
+            return;
+        }
+        let mut list: Vec<Header> = headers
+            .iter()
+            .map(|(name, value)| Header { name: name.as_ptr(), name_len: name.len(), value: value.as_ptr(), value_len: value.len() })
+            .collect();
+        if !body.is_empty() {
+            const TEXT: (&str, &str) = ("Content-Type", "text/plain; charset=utf-8");
+            list.push(Header { name: TEXT.0.as_ptr(), name_len: TEXT.0.len(), value: TEXT.1.as_ptr(), value_len: TEXT.1.len() });
+        }
+        self.host.respond(self.handle, status, &list, body.as_bytes(), PHP_WORKER_RESPONSE_DONE);
+    }
+
+    /// Marks a request the host keeps the answering of (submission failed).
+    pub fn disown(&self) {
+        self.finished.set(true);
+    }
+
+    fn mark_finished(&self) {
+        self.finished.set(true);
+    }
+}
+
+/// Lays strings out the way the host does for php_worker_request_submit().
+pub fn encode(fields: &[&str], vars: &[(&str, &str)], body: &[u8]) -> (Vec<u8>, Vec<u32>) {
+    let mut strings = Strings::default();
+    for f in fields {
+        strings.push(f.as_bytes());
+    }
+    for (k, v) in vars {
+        strings.push(k.as_bytes());
+        strings.push(v.as_bytes());
+    }
+    strings.append_raw(body);
+    strings.into_parts()
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        // The host waits for exactly one DONE per submitted request: never leave it hanging.
+        self.reject(503);
+    }
+}
+
+/// Whether a request waits in its queue, runs, or was cancelled before it could run.
+/// The host cancels from its own threads; the PHP thread claims the request when it
+/// dequeues it. Exactly one of the two wins.
+pub struct RunState(AtomicU8);
+
+impl RunState {
+    const QUEUED: u8 = 0;
+    const RUNNING: u8 = 1;
+    const CANCELLED: u8 = 2;
+
+    /// The PHP thread takes the request. False when the host cancelled it first.
+    pub fn start(&self) -> bool {
+        self.0.compare_exchange(Self::QUEUED, Self::RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// The host gives up on the request. True when it had not started and never will.
+    pub fn cancel(&self) -> bool {
+        self.0.compare_exchange(Self::QUEUED, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testing::{calls_for, recording_host};
+
+    pub fn fields<'a>(method: &'a str, script: &'a str) -> Vec<&'a str> {
+        let mut f = vec![""; Field::Count as usize];
+        f[Field::Method as usize] = method;
+        f[Field::ScriptFilename as usize] = script;
+        f[Field::Protocol as usize] = "HTTP/1.1";
+        f
+    }
+
+    pub fn request(method: &str, vars: &[(&str, &str)], env_pairs: u32, body: &[u8], complete: bool) -> (Box<Request>, usize) {
+        let (host, handle) = recording_host();
+        let (block, spans) = encode(&fields(method, "/srv/a.php"), vars, body);
+        let flags = if complete { PHP_WORKER_REQUEST_BODY_COMPLETE } else { 0 };
+        let r = Request::new(host, &block, &spans, env_pairs, body.len(), 8, flags, handle).unwrap();
+        (r, handle)
+    }
+
+    #[test]
+    fn cancel_and_start_race_has_one_winner() {
+        let (r, _) = request("GET", &[], 0, b"", true);
+        assert!(r.run_state().cancel());
+        assert!(!r.run_state().start(), "a cancelled request never runs");
+        let (r2, _) = request("GET", &[], 0, b"", true);
+        assert!(r2.run_state().start());
+        assert!(!r2.run_state().cancel(), "a running request cannot be withdrawn");
+        r.disown();
+        r2.disown();
+    }
+
+    #[test]
+    fn parses_fields_vars_and_env() {
+        let (r, _) = request("GET", &[("A", "1"), ("APP_ENV", "prod")], 1, b"", true);
+        assert_eq!(r.field(Field::Method), b"GET");
+        assert_eq!(r.field(Field::ScriptFilename), b"/srv/a.php");
+        assert!(r.field_ptr_or_null(Field::Cookie).is_null());
+        assert_eq!(r.var_spans().1, 2);
+        assert!(r.env_lookup(b"A").is_none(), "only env pairs answer getenv");
+        let v = r.env_lookup(b"APP_ENV").unwrap();
+        assert_eq!(unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes(), b"prod");
+        assert_eq!(r.proto_num(), 1001);
+        r.disown();
+    }
+
+    #[test]
+    fn rejects_malformed_layouts() {
+        let (host, h) = recording_host();
+        let (block, mut spans) = encode(&fields("GET", "/a.php"), &[], b"");
+        assert!(Request::new(host.clone(), &block, &spans[..4], 0, 0, 0, 0, h).is_err());
+        assert!(Request::new(host.clone(), &block, &spans, 1, 0, 0, 0, h).is_err(), "env pairs > pairs");
+        assert!(Request::new(host.clone(), &block, &spans, 0, block.len() + 1, 0, 0, h).is_err());
+        spans[1] = 2; // "GE": the span now ends on the non-NUL byte "T"
+        assert!(Request::new(host.clone(), &block, &spans, 0, 0, 0, 0, h).is_err());
+        spans[1] = 10_000;
+        assert!(Request::new(host, &block, &spans, 0, 0, 0, 0, h).is_err());
+        assert!(calls_for(h).is_empty(), "a refused request is never answered by Rust");
+    }
+
+    #[test]
+    fn an_unanswered_request_is_answered_503_once() {
+        let (r, h) = request("GET", &[], 0, b"", true);
+        drop(r);
+        let calls = calls_for(h);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].status, calls[0].flags), (503, PHP_WORKER_RESPONSE_DONE));
+    }
+}

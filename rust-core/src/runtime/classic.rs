@@ -1,0 +1,46 @@
+//! The loop of a classic thread: take a request from the pool's queue, run its script
+//! (request startup, script, request shutdown), repeat.
+
+use super::thread::{Job, Next, with_thread};
+use crate::abi::types::Field;
+use crate::host::Level;
+use crate::php::sys::{self, RunOutcome, RunResult};
+use crate::request::{Request, RequestContext, Sink};
+
+/// Serves the pool's queue until the thread leaves it or needs a fresh PHP context.
+pub fn serve() -> Next {
+    loop {
+        let request = match with_thread(|t| t.next_job()) {
+            Job::Request(request) => request,
+            Job::Leave(leave) => return Next::Leave(leave),
+        };
+        if !run(request) {
+            return Next::FreshContext;
+        }
+    }
+}
+
+/// Runs one request; false when the thread's PHP state may be damaged.
+fn run(request: Box<Request>) -> bool {
+    let (info, scratch) = with_thread(|t| (t.info.clone(), std::mem::take(&mut t.scratch)));
+    info.begin_request(request.field(Field::Method), request.field(Field::RequestUri));
+    let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+    let req = ctx.shim();
+    let mut outcome = RunOutcome::default();
+    // SAFETY: `req` points into `ctx`, which outlives the call; PHP reaches `ctx` only
+    // through the pointer in `req`.
+    let result = unsafe { sys::pw_shim_run_script(&req, false, &mut outcome) };
+    if result != RunResult::Ok {
+        ctx.log(Level::Error, &format!(
+            "PHP request failed outside the script ({result:?}) on thread {}; the thread gets a fresh PHP context",
+            info.name()
+        ));
+    }
+    let scratch = ctx.finish(outcome.fatal);
+    info.end_request(outcome.memory);
+    with_thread(|t| {
+        t.scratch = scratch;
+        t.env.reset();
+    });
+    result == RunResult::Ok
+}

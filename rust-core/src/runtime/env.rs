@@ -1,0 +1,149 @@
+//! The environment a PHP thread sees through getenv(), putenv() and `$_ENV`.
+//!
+//! One process-wide environment cannot be shared by threads that change it (setenv()
+//! while another thread reads is undefined behaviour, and Laravel's Dotenv putenv()s on
+//! every worker thread at boot). So each PHP thread sees, in order of precedence: its
+//! own putenv() calls, the running request's configured env, then the process
+//! environment as it was when the engine started. A classic thread forgets its putenv()
+//! calls after each request; a worker thread when its script ends.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+
+use super::thread::try_with_thread;
+use crate::host::with_thread_host;
+use crate::layout::Strings;
+use crate::php::guard::guard;
+use crate::php::sys::ShimVars;
+use crate::request::RequestContext;
+
+/// A thread's putenv() calls, and the last merged environment handed to C.
+#[derive(Default)]
+pub struct Overrides {
+    /// A value, or None for a name putenv() unset.
+    set: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    merged: Strings,
+}
+
+impl Overrides {
+    /// Forgets the thread's putenv() calls.
+    pub fn reset(&mut self) {
+        self.set.clear();
+    }
+}
+
+/// # Safety
+/// `ctx` is NULL or the live request context of this thread.
+unsafe fn request<'a>(ctx: *mut c_void) -> Option<&'a RequestContext> {
+    unsafe { ctx.cast::<RequestContext>().as_ref() }
+}
+
+/// getenv(name) for C; see csrc/pw_seam.h.
+///
+/// # Safety
+/// `name` is valid for `len` bytes; the out-pointers are writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_env_get(
+    ctx: *mut c_void,
+    name: *const c_char,
+    len: usize,
+    value: *mut *const c_char,
+    value_len: *mut usize,
+) -> bool {
+    guard(false, || {
+        let name = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
+        let as_raw = |v: &[u8]| (v.as_ptr().cast::<c_char>(), v.len());
+        // The thread's own value lives in its state until its next putenv().
+        let own = try_with_thread(|t| t.env.set.get(name).map(|v| v.as_deref().map(as_raw))).flatten();
+        let found = match own {
+            Some(found) => found,
+            None => unsafe { request(ctx) }
+                .and_then(|ctx| ctx.request().env_value(name))
+                .map(as_raw)
+                // The engine outlives every PHP call on this thread.
+                .or_else(|| with_thread_host(|h| h.process_env.value_of(name).map(as_raw)).flatten()),
+        };
+        match found {
+            Some((ptr, n)) => {
+                // SAFETY: per the function contract.
+                unsafe {
+                    *value = ptr;
+                    *value_len = n;
+                }
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// putenv(setting) for C: "NAME=value" sets, "NAME" unsets, for this thread.
+///
+/// # Safety
+/// `setting` is valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_env_put(setting: *const c_char, len: usize) {
+    guard((), || {
+        let setting = unsafe { std::slice::from_raw_parts(setting.cast::<u8>(), len) };
+        let (name, value) = match setting.iter().position(|&b| b == b'=') {
+            Some(eq) => (&setting[..eq], Some(setting[eq + 1..].to_vec())),
+            None => (setting, None),
+        };
+        try_with_thread(|t| t.env.set.insert(name.to_vec(), value));
+    })
+}
+
+/// Environment pairs merged in order of precedence, later sets winning.
+#[derive(Default)]
+struct Merged {
+    pairs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    index: HashMap<Vec<u8>, usize>,
+}
+
+impl Merged {
+    /// Sets `name` (None unsets it).
+    fn set(&mut self, name: &[u8], value: Option<&[u8]>) {
+        let value = value.map(<[u8]>::to_vec);
+        match self.index.get(name) {
+            Some(&i) => self.pairs[i].1 = value,
+            None => {
+                self.index.insert(name.to_vec(), self.pairs.len());
+                self.pairs.push((name.to_vec(), value));
+            }
+        }
+    }
+
+    fn into_strings(self) -> Strings {
+        Strings::from_pairs(self.pairs.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))))
+    }
+}
+
+/// The whole environment as this thread sees it, valid until the next call on this
+/// thread.
+///
+/// # Safety
+/// `vars` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_env_all(ctx: *mut c_void, vars: *mut ShimVars) {
+    guard((), || {
+        let mut merged = Merged::default();
+        with_thread_host(|h| {
+            for i in 0..h.process_env.pair_count() {
+                let (k, v) = h.process_env.pair(i);
+                merged.set(k, Some(v));
+            }
+        });
+        if let Some(ctx) = unsafe { request(ctx) } {
+            ctx.request().for_each_env(|k, v| merged.set(k, Some(v)));
+        }
+        try_with_thread(|t| {
+            for (k, v) in &t.env.set {
+                merged.set(k, v.as_deref());
+            }
+            t.env.merged = merged.into_strings();
+            let m = &t.env.merged;
+            // SAFETY: the thread's state keeps the strings alive until the next call.
+            unsafe { *vars = ShimVars { block: m.bytes().as_ptr().cast(), spans: m.spans().as_ptr(), pairs: m.pair_count() } };
+        });
+    })
+}

@@ -1,0 +1,549 @@
+//! PHP threads: their shared state ([`ThreadInfo`], read by the thread list and the
+//! engine without calling PHP), the engine-wide [`Registry`] of them, and the life of
+//! one thread ([`PhpThread`]): take work from its pool, obey its pool's commands, move to
+//! another pool, end.
+
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
+
+use super::env::Overrides;
+use super::worker::{Generation, Run};
+use super::{classic, worker};
+use crate::error::{Error, Result};
+use crate::host::{self, Host, Level};
+use crate::php::context::PhpContext;
+use crate::php::sys::{self, KillSlot};
+use crate::request::{Request, Scratch};
+
+/// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
+pub type PoolId = u32;
+
+/// Stack of every PHP thread: PHP 8.2 has no stack-overflow guard, so give deep
+/// recursion the room a main thread would have.
+pub const PHP_THREAD_STACK: usize = 8 * 1024 * 1024;
+
+/// Longest URI kept for the thread list.
+const MAX_SHOWN_URI: usize = 1024;
+
+/// What a thread is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ThreadState {
+    /// Creating its PHP context.
+    Starting = 0,
+    /// Running a worker script up to its first frankenphp_handle_request().
+    Booting,
+    /// A booted worker whose generation does not take requests yet.
+    Standby,
+    /// Waiting for a request.
+    Ready,
+    /// Running a request.
+    Busy,
+    /// A worker whose script failed to boot, waiting before it tries again.
+    Backoff,
+    /// Finishing its script before it leaves its pool.
+    Stopping,
+    /// Gone.
+    Done,
+}
+
+impl ThreadState {
+    const ALL: [ThreadState; 8] = [
+        ThreadState::Starting,
+        ThreadState::Booting,
+        ThreadState::Standby,
+        ThreadState::Ready,
+        ThreadState::Busy,
+        ThreadState::Backoff,
+        ThreadState::Stopping,
+        ThreadState::Done,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Starting => "starting",
+            ThreadState::Booting => "booting",
+            ThreadState::Standby => "standby",
+            ThreadState::Ready => "ready",
+            ThreadState::Busy => "busy",
+            ThreadState::Backoff => "backoff",
+            ThreadState::Stopping => "stopping",
+            ThreadState::Done => "done",
+        }
+    }
+}
+
+/// The state of one PHP thread that other threads may read: atomics written only by
+/// the thread itself, and its current request behind a lock it holds for a copy.
+pub struct ThreadInfo {
+    pub index: usize,
+    state: AtomicU8,
+    pool: AtomicU32,
+    generation: AtomicU32,
+    requests: AtomicU64,
+    memory: AtomicU64,
+    current: Mutex<CurrentRequest>,
+    /// The worker it runs; None for a classic thread.
+    worker: Mutex<Option<Arc<str>>>,
+    /// Set while the thread has a PHP context.
+    kill: Mutex<Option<KillSlot>>,
+}
+
+#[derive(Default, Clone)]
+struct CurrentRequest {
+    method: String,
+    uri: String,
+}
+
+/// A copy of a thread's state.
+#[derive(Clone, Debug)]
+pub struct ThreadSnapshot {
+    pub index: usize,
+    pub state: ThreadState,
+    pub pool: PoolId,
+    pub generation: u32,
+    pub requests: u64,
+    pub memory: u64,
+    pub method: String,
+    pub uri: String,
+    pub worker: Option<Arc<str>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ThreadInfo {
+    fn new(index: usize, pool: PoolId, generation: u32) -> ThreadInfo {
+        ThreadInfo {
+            index,
+            state: AtomicU8::new(ThreadState::Starting as u8),
+            pool: AtomicU32::new(pool),
+            generation: AtomicU32::new(generation),
+            requests: AtomicU64::new(0),
+            memory: AtomicU64::new(0),
+            current: Mutex::new(CurrentRequest::default()),
+            worker: Mutex::new(None),
+            kill: Mutex::new(None),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        format!("php-{}", self.index)
+    }
+
+    pub fn state(&self) -> ThreadState {
+        ThreadState::ALL[self.state.load(Ordering::Relaxed) as usize]
+    }
+
+    pub fn set_state(&self, state: ThreadState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    pub fn pool(&self) -> PoolId {
+        self.pool.load(Ordering::Relaxed)
+    }
+
+    /// A request starts: busy, showing its method and URI.
+    pub fn begin_request(&self, method: &[u8], uri: &[u8]) {
+        self.set_state(ThreadState::Busy);
+        let mut current = lock(&self.current);
+        current.method.clear();
+        current.method.push_str(&String::from_utf8_lossy(method));
+        current.uri.clear();
+        current.uri.push_str(&String::from_utf8_lossy(&uri[..uri.len().min(MAX_SHOWN_URI)]));
+    }
+
+    /// A request ended; `memory` is what PHP used when it ended.
+    pub fn end_request(&self, memory: usize) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.memory.store(memory as u64, Ordering::Relaxed);
+        let mut current = lock(&self.current);
+        current.method.clear();
+        current.uri.clear();
+    }
+
+    pub fn snapshot(&self) -> ThreadSnapshot {
+        let current = lock(&self.current).clone();
+        ThreadSnapshot {
+            index: self.index,
+            state: self.state(),
+            pool: self.pool(),
+            generation: self.generation.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            memory: self.memory.load(Ordering::Relaxed),
+            method: current.method,
+            uri: current.uri,
+            worker: lock(&self.worker).clone(),
+        }
+    }
+
+    fn set_kill(&self, slot: Option<KillSlot>) {
+        *lock(&self.kill) = slot;
+    }
+
+    /// Stops the thread's script the way a timeout does. False when it has no PHP
+    /// context or the signal could not be sent.
+    pub fn kill(&self) -> bool {
+        let slot = lock(&self.kill);
+        // SAFETY: the slot is set only while the thread's PHP context lives; the thread
+        // clears it (under this lock) before freeing the context.
+        slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_kill(slot) })
+    }
+}
+
+/// What a pool tells its threads.
+pub enum Command {
+    /// Finish the current request (and worker script), then end.
+    Stop,
+    /// Serve what is queued, then end: the pool takes no more requests.
+    Drain,
+    /// The thread's generation takes requests now.
+    Activate,
+    /// Finish the current request (and worker script), then serve this other pool.
+    Join(Assignment),
+}
+
+/// What a thread serves: one pool's queue, as a classic thread or as a thread of a
+/// worker generation.
+#[derive(Clone)]
+pub struct Assignment {
+    pub pool: PoolId,
+    pub queue: Receiver<Box<Request>>,
+    pub role: Role,
+    pub events: Arc<dyn PoolEvents>,
+}
+
+#[derive(Clone)]
+pub enum Role {
+    Classic,
+    Worker(Arc<Generation>),
+}
+
+impl Assignment {
+    fn generation(&self) -> u32 {
+        match &self.role {
+            Role::Classic => 0,
+            Role::Worker(g) => g.id,
+        }
+    }
+
+    /// Whether the thread may take requests from the queue now.
+    pub fn takes_requests(&self) -> bool {
+        match &self.role {
+            Role::Classic => true,
+            Role::Worker(g) => g.is_active(),
+        }
+    }
+}
+
+/// What a thread tells its pool. Implemented by the pool (src/pool.rs).
+pub trait PoolEvents: Send + Sync {
+    /// The thread's worker script reached frankenphp_handle_request() for the first time
+    /// in its generation.
+    fn booted(&self, thread: &ThreadInfo);
+    /// The thread's worker script failed to boot (`failing`), or booted after failing.
+    /// Returns true when no thread of the pool can serve its queue.
+    fn boot_failing(&self, thread: &ThreadInfo, failing: bool) -> bool;
+    /// The thread left the pool: it ended or moved to another one.
+    fn left(&self, thread: &ThreadInfo);
+}
+
+/// A thread as its pool knows it.
+#[derive(Clone)]
+pub struct ThreadHandle {
+    pub info: Arc<ThreadInfo>,
+    ctl: Sender<Command>,
+}
+
+impl ThreadHandle {
+    /// Sends a command; false when the thread is gone.
+    pub fn send(&self, command: Command) -> bool {
+        self.ctl.send(command).is_ok()
+    }
+}
+
+/// Every PHP thread of an engine.
+#[derive(Default)]
+pub struct Registry {
+    slots: Mutex<Vec<Option<Slot>>>,
+    finished: Condvar,
+}
+
+struct Slot {
+    info: Arc<ThreadInfo>,
+    join: JoinHandle<()>,
+}
+
+impl Registry {
+    /// Starts a PHP thread serving `assignment`. The engine's main thread must be up.
+    pub fn spawn(self: &Arc<Self>, host: &Arc<Host>, assignment: Assignment) -> Result<ThreadHandle> {
+        let mut slots = lock(&self.slots);
+        // Reuse the index of a thread that ended.
+        let index = slots.iter().position(|s| s.as_ref().is_none_or(|s| s.info.state() == ThreadState::Done && s.join.is_finished()));
+        let index = match index {
+            Some(i) => {
+                if let Some(old) = slots[i].take() {
+                    let _ = old.join.join();
+                }
+                i
+            }
+            None => {
+                slots.push(None);
+                slots.len() - 1
+            }
+        };
+        let info = Arc::new(ThreadInfo::new(index, assignment.pool, assignment.generation()));
+        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let (thread_info, thread_host, registry) = (info.clone(), host.clone(), self.clone());
+        let join = std::thread::Builder::new()
+            .name(info.name())
+            .stack_size(PHP_THREAD_STACK)
+            .spawn(move || run(thread_info, thread_host, registry, ctl_rx, assignment))
+            .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
+        slots[index] = Some(Slot { info: info.clone(), join });
+        Ok(ThreadHandle { info, ctl: ctl_tx })
+    }
+
+    /// Every thread that has not ended.
+    pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
+        lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done).map(|s| s.info.clone()).collect()
+    }
+
+    /// Stops every running script the way a timeout does; the count signalled.
+    pub fn kill_all(&self) -> usize {
+        self.threads().iter().filter(|t| t.kill()).count()
+    }
+
+    /// Waits until every thread has ended, or the deadline; true when they have.
+    pub fn wait_all_done(&self, deadline: Instant) -> bool {
+        let mut slots = lock(&self.slots);
+        loop {
+            if slots.iter().flatten().all(|s| s.info.state() == ThreadState::Done) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            slots = self.finished.wait_timeout(slots, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Joins every thread; call after [`Registry::wait_all_done`] said they ended.
+    pub fn join_all(&self) {
+        let slots = std::mem::take(&mut *lock(&self.slots));
+        for slot in slots.into_iter().flatten() {
+            let _ = slot.join.join();
+        }
+    }
+
+    fn thread_done(&self, info: &ThreadInfo) {
+        let _slots = lock(&self.slots);
+        info.set_state(ThreadState::Done);
+        self.finished.notify_all();
+    }
+}
+
+/// Why a thread leaves what it serves.
+pub enum Leave {
+    /// It ends.
+    Exit,
+    /// It serves another pool.
+    Join(Assignment),
+}
+
+/// The next thing a thread does.
+pub enum Job {
+    Request(Box<Request>),
+    Leave(Leave),
+}
+
+/// How a loop (classic or worker) handed the thread back.
+pub enum Next {
+    Leave(Leave),
+    /// PHP's state on this thread may be damaged: free the context and make a new one.
+    FreshContext,
+}
+
+/// The thread-local state of a PHP thread: everything its loops and PHP's hooks keep
+/// between calls. It lives in [`CURRENT`]; code reaches it with short borrows through
+/// [`with_thread`], never held across a call into PHP (the hooks borrow it too).
+pub struct PhpThread {
+    pub info: Arc<ThreadInfo>,
+    pub host: Arc<Host>,
+    ctl: Receiver<Command>,
+    pub assignment: Assignment,
+    draining: bool,
+    leaving: Option<Leave>,
+    /// Response buffers reused by every request of the thread.
+    pub scratch: Scratch,
+    /// The thread's putenv() calls.
+    pub env: Overrides,
+    /// The worker script running on the thread, if any.
+    pub run: Option<Run>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<PhpThread>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the calling PHP thread's state. Panics on another thread.
+pub fn with_thread<T>(f: impl FnOnce(&mut PhpThread) -> T) -> T {
+    CURRENT.with(|t| f(t.borrow_mut().as_mut().expect("called on a PHP thread")))
+}
+
+/// Runs `f` with the calling thread's state, if it is a PHP thread.
+pub fn try_with_thread<T>(f: impl FnOnce(&mut PhpThread) -> T) -> Option<T> {
+    CURRENT.with(|t| t.borrow_mut().as_mut().map(f))
+}
+
+enum Message {
+    Command(Command),
+    Request(Box<Request>),
+    Closed,
+}
+
+impl PhpThread {
+    /// Blocks for the next request of the thread's pool, or for a command that makes it
+    /// leave. Commands that do not (Activate, Drain) are handled here.
+    pub fn next_job(&mut self) -> Job {
+        loop {
+            if let Some(leave) = self.leaving.take() {
+                return Job::Leave(leave);
+            }
+            if self.draining {
+                match self.assignment.queue.try_recv() {
+                    Ok(request) if request.run_state().start() => return Job::Request(request),
+                    Ok(request) => request.reject(503), // withdrawn: the host answered it
+                    Err(_) => return Job::Leave(Leave::Exit),
+                }
+                continue;
+            }
+            let message = if self.assignment.takes_requests() {
+                self.info.set_state(ThreadState::Ready);
+                select! {
+                    recv(self.ctl) -> c => c.map_or(Message::Closed, Message::Command),
+                    recv(self.assignment.queue) -> r => r.map_or(Message::Closed, Message::Request),
+                }
+            } else {
+                self.info.set_state(ThreadState::Standby);
+                self.ctl.recv().map_or(Message::Closed, Message::Command)
+            };
+            match message {
+                Message::Request(request) if request.run_state().start() => return Job::Request(request),
+                Message::Request(request) => request.reject(503),
+                Message::Command(command) => self.obey(command),
+                Message::Closed => return Job::Leave(Leave::Exit),
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a command that makes the thread leave (a worker backing
+    /// off between boot attempts); returns it, or None after the wait.
+    pub fn wait_for_leave(&mut self, timeout: Duration) -> Option<Leave> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(leave) = self.leaving.take() {
+                return Some(leave);
+            }
+            if self.draining {
+                return Some(Leave::Exit);
+            }
+            match self.ctl.recv_deadline(deadline) {
+                Ok(command) => self.obey(command),
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => return Some(Leave::Exit),
+            }
+        }
+    }
+
+    fn obey(&mut self, command: Command) {
+        match command {
+            Command::Stop => self.leaving = Some(Leave::Exit),
+            Command::Drain => self.draining = true,
+            Command::Activate => {}
+            Command::Join(assignment) => self.leaving = Some(Leave::Join(assignment)),
+        }
+        if self.leaving.is_some() {
+            self.info.set_state(ThreadState::Stopping);
+        }
+    }
+
+    /// Logs on behalf of this thread, outside any request.
+    pub fn log(&self, level: Level, message: &str) {
+        self.host.log(0, level, message);
+    }
+}
+
+/// The body of a PHP thread.
+fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Receiver<Command>, assignment: Assignment) {
+    host::attach_thread(Some(host.clone()));
+    CURRENT.with(|t| {
+        *t.borrow_mut() = Some(PhpThread {
+            info: info.clone(),
+            host: host.clone(),
+            ctl,
+            assignment,
+            draining: false,
+            leaving: None,
+            scratch: Scratch::default(),
+            env: Overrides::default(),
+            run: None,
+        })
+    });
+    let name = CString::new(info.name()).unwrap_or_default();
+    loop {
+        info.set_state(ThreadState::Starting);
+        // SAFETY: pools spawn threads only while the engine's main thread is up, and the
+        // engine waits for every thread to end before it stops PHP.
+        let context = unsafe { PhpContext::new(&name) };
+        info.set_kill(Some(context.kill_slot()));
+        let fresh = serve(&info);
+        info.set_kill(None);
+        drop(context);
+        if !fresh {
+            break;
+        }
+        host.log(0, Level::Warn, &format!("PHP thread {} restarted after an unrecoverable error", info.name()));
+    }
+    let events = with_thread(|t| t.assignment.events.clone());
+    events.left(&info);
+    CURRENT.with(|t| t.borrow_mut().take());
+    host::attach_thread(None);
+    registry.thread_done(&info);
+}
+
+/// Serves assignments on one PHP context; true when the thread needs a fresh context.
+fn serve(info: &ThreadInfo) -> bool {
+    loop {
+        let (role, pool, generation) = with_thread(|t| (t.assignment.role.clone(), t.assignment.pool, t.assignment.generation()));
+        info.pool.store(pool, Ordering::Relaxed);
+        info.generation.store(generation, Ordering::Relaxed);
+        *lock(&info.worker) = match &role {
+            Role::Classic => None,
+            Role::Worker(g) => Some(g.name.clone()),
+        };
+        let next = match role {
+            Role::Classic => classic::serve(),
+            Role::Worker(generation) => worker::serve(&generation),
+        };
+        match next {
+            Next::FreshContext => return true,
+            Next::Leave(Leave::Exit) => return false,
+            Next::Leave(Leave::Join(assignment)) => {
+                let old = with_thread(|t| {
+                    t.draining = false;
+                    std::mem::replace(&mut t.assignment, assignment)
+                });
+                old.events.left(info);
+            }
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Worker mode: a PHP thread boots a script once and serves many requests through it.
+//!
+//! The thread runs the worker script (`pw_shim_run_script` in worker mode). The script
+//! calls `frankenphp_handle_request($handler)` in a loop; that C function asks the hooks
+//! below for the next request (blocking on the pool's queue, outside any PHP call),
+//! sets the request up, calls the handler and reports back when it is done. When the
+//! script ends, the thread starts it again: at once if it had served requests, after a
+//! growing pause if it failed before its first `frankenphp_handle_request()`.
+//!
+//! A thread belongs to one [`Generation`] of its pool: the settings its script boots
+//! with. A pool restarts its workers by starting a new generation beside the old one
+//! (src/pool.rs); a generation takes requests once it is active.
+
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+
+use super::thread::{Job, Leave, Next, ThreadState, with_thread};
+use crate::abi::types::Field;
+use crate::config::WorkerSpec;
+use crate::host::{Host, Level};
+use crate::php::guard::guard;
+use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
+use crate::request::{Request, RequestContext, Scratch, Sink};
+
+const FIRST_BOOT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The settings a set of worker threads boots with, and whether they take requests.
+pub struct Generation {
+    pub id: u32,
+    /// The worker's name, for logs and the thread list.
+    pub name: Arc<str>,
+    pub spec: WorkerSpec,
+    pub max_boot_backoff: Duration,
+    active: AtomicBool,
+}
+
+impl Generation {
+    pub fn new(id: u32, spec: WorkerSpec, active: bool) -> Generation {
+        let max_boot_backoff = Duration::from_millis(spec.max_boot_backoff_ms).max(FIRST_BOOT_BACKOFF);
+        Generation { id, name: spec.name.as_str().into(), spec, max_boot_backoff, active: AtomicBool::new(active) }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// From now on its threads take requests (the pool wakes them).
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// The request a worker script sees while it boots and between requests: a GET of
+    /// the script itself, with the worker's environment.
+    fn idle_request(&self, host: &Arc<Host>) -> Box<Request> {
+        let file = self.spec.file.as_str();
+        let (dir, base) = file.rsplit_once('/').unwrap_or(("", file));
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let uri = format!("/{base}");
+        let mut fields = vec![""; Field::Count as usize];
+        fields[Field::Method as usize] = "GET";
+        fields[Field::RequestUri as usize] = &uri;
+        fields[Field::ScriptFilename as usize] = file;
+        fields[Field::Protocol as usize] = "HTTP/1.1";
+        let mut vars: Vec<(&str, &str)> = vec![
+            ("SCRIPT_FILENAME", file),
+            ("SCRIPT_NAME", &uri),
+            ("PHP_SELF", &uri),
+            ("DOCUMENT_ROOT", dir),
+            ("REQUEST_METHOD", "GET"),
+            ("REQUEST_URI", &uri),
+            ("SERVER_SOFTWARE", "Caddy php_worker"),
+        ];
+        vars.extend(self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        Request::synthetic(host.clone(), &fields, &vars, self.spec.env.len())
+    }
+}
+
+/// The worker state of a thread during one run of its script.
+pub struct Run {
+    generation: Arc<Generation>,
+    /// The boot/idle context; its output goes to the log. Owned here, lent to PHP.
+    idle: *mut RequestContext,
+    /// The HTTP request PHP is handling, if any. Owned here, lent to PHP.
+    in_flight: *mut RequestContext,
+    handled: u64,
+    reached_handle_request: bool,
+    /// A request ended badly (exit() or a failure in its startup, handler or shutdown).
+    request_failed: bool,
+    /// Why frankenphp_handle_request() returned false, when the thread must leave.
+    leave: Option<Leave>,
+}
+
+/// How one run of the script ended.
+struct ScriptEnd {
+    result: RunResult,
+    outcome: RunOutcome,
+    reached_handle_request: bool,
+    request_failed: bool,
+    handled: u64,
+    leave: Option<Leave>,
+}
+
+/// Runs the generation's script on this thread, again and again, until the thread
+/// leaves the pool or needs a fresh PHP context.
+pub fn serve(generation: &Arc<Generation>) -> Next {
+    let (info, events, queue) = with_thread(|t| (t.info.clone(), t.assignment.events.clone(), t.assignment.queue.clone()));
+    let (worker, thread) = (generation.spec.name.as_str(), info.name());
+    let mut failures = 0u32;
+    loop {
+        info.set_state(ThreadState::Booting);
+        let end = run_script(generation);
+        let log = |level, message: &str| with_thread(|t| t.log(level, message));
+        if end.result != RunResult::Ok {
+            log(Level::Error, &format!(
+                "worker {worker}: PHP thread {thread} failed outside the script ({:?}); giving it a fresh PHP context",
+                end.result
+            ));
+            return match end.leave {
+                Some(leave) => Next::Leave(leave),
+                None => Next::FreshContext,
+            };
+        }
+        if end.reached_handle_request {
+            failures = 0;
+            let (status, served) = (end.outcome.exit_status, end.handled);
+            if let Some(leave) = end.leave {
+                log(Level::Debug, &format!("worker {worker}: script ended on thread {thread} after {served} requests; leaving the pool"));
+                return Next::Leave(leave);
+            }
+            if end.request_failed || end.outcome.fatal || status != 0 {
+                log(Level::Warn, &format!(
+                    "worker {worker}: script ended unexpectedly on thread {thread} (exit status {status}, {served} requests served); restarting"
+                ));
+            } else {
+                log(Level::Debug, &format!("worker {worker}: script ended on thread {thread} after {served} requests; restarting"));
+            }
+            continue;
+        }
+        if let Some(leave) = end.leave {
+            return Next::Leave(leave);
+        }
+        failures += 1;
+        let backoff = boot_backoff(failures, generation.max_boot_backoff);
+        log(Level::Error, &format!(
+            "worker {worker}: script failed before reaching frankenphp_handle_request() on thread {thread} \
+             (exit status {}, attempt {failures}); retrying in {} ms",
+            end.outcome.exit_status,
+            backoff.as_millis()
+        ));
+        info.set_state(ThreadState::Backoff);
+        if events.boot_failing(&info, true) {
+            answer_waiting_requests(worker, &queue, backoff);
+        }
+        if let Some(leave) = with_thread(|t| t.wait_for_leave(backoff)) {
+            return Next::Leave(leave);
+        }
+    }
+}
+
+/// A worker none of whose threads can boot would leave its requests waiting for as long
+/// as their clients do: answer those queued now 503, naming the worker, with the pause
+/// before the next attempt as Retry-After. Requests arriving later wait for that attempt.
+fn answer_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff: Duration) {
+    let retry_after = backoff.as_secs().max(1).to_string();
+    let body = format!("503 Service Unavailable: worker {worker} fails to start; the server log says why\n");
+    let mut answered = 0;
+    while let Ok(request) = queue.try_recv() {
+        if request.run_state().start() {
+            request.reject_with(503, &[("Retry-After", &retry_after)], &body);
+            answered += 1;
+        } else {
+            request.reject(503); // withdrawn: the host answered it already
+        }
+    }
+    if answered > 0 {
+        with_thread(|t| {
+            t.log(Level::Warn, &format!("worker {worker}: no thread can start the script; answered {answered} waiting requests 503"))
+        });
+    }
+}
+
+/// Pause before boot attempt `failures + 1`: 100 ms, doubling, up to `max`.
+pub fn boot_backoff(failures: u32, max: Duration) -> Duration {
+    let factor = 1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX);
+    FIRST_BOOT_BACKOFF.saturating_mul(factor).min(max)
+}
+
+/// One run of the worker script, from boot to its end.
+fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
+    let (host, info) = with_thread(|t| (t.host.clone(), t.info.clone()));
+    let idle = Box::into_raw(Box::new(RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)));
+    // SAFETY: `idle` is live until reclaimed below.
+    let boot = unsafe { (*idle).shim() };
+    with_thread(|t| {
+        t.run = Some(Run {
+            generation: generation.clone(),
+            idle,
+            in_flight: ptr::null_mut(),
+            handled: 0,
+            reached_handle_request: false,
+            request_failed: false,
+            leave: None,
+        })
+    });
+    let mut outcome = RunOutcome::default();
+    // SAFETY: `boot` points into `idle`, alive for the call; the hooks below reach the
+    // contexts only through the pointers lent to PHP.
+    let result = unsafe { sys::pw_shim_run_script(&boot, true, &mut outcome) };
+    let run = with_thread(|t| t.run.take()).expect("the worker run state outlives the script");
+    let mut end = ScriptEnd {
+        result,
+        outcome,
+        reached_handle_request: run.reached_handle_request,
+        request_failed: run.request_failed,
+        handled: run.handled,
+        leave: run.leave,
+    };
+    if !run.in_flight.is_null() {
+        end.request_failed = true;
+        end.handled += 1; // counted like a request that failed through exit()
+        // The script died inside the handler: the request gets what PHP printed, as a 500.
+        // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
+        let ctx = unsafe { Box::from_raw(run.in_flight) };
+        ctx.log(Level::Error, &format!(
+            "worker {}: request failed and ended the script on thread {}",
+            generation.spec.name,
+            info.name()
+        ));
+        let scratch = ctx.finish(true);
+        info.end_request(outcome.memory);
+        with_thread(|t| t.scratch = scratch);
+    }
+    // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
+    unsafe { Box::from_raw(idle) }.finish(false);
+    with_thread(|t| t.env.reset());
+    end
+}
+
+fn with_run<T>(fallback: T, f: impl FnOnce(&mut super::thread::PhpThread) -> T) -> T {
+    guard(fallback, || {
+        with_thread(|t| {
+            assert!(t.run.is_some(), "worker hook called outside a worker script");
+            f(t)
+        })
+    })
+}
+
+/// True on a thread running a worker script.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_worker_active() -> bool {
+    guard(false, || super::thread::try_with_thread(|t| t.run.is_some()).unwrap_or(false))
+}
+
+/// Waits for the next request and fills `*req` with it: true. When the script must stop
+/// (shutdown, restart, max_requests) fills `*req` with the idle pseudo-request: false.
+///
+/// # Safety
+/// `req` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
+    with_run(false, |t| {
+        let events = t.assignment.events.clone();
+        let run = t.run.as_mut().expect("checked by with_run");
+        let first = !run.reached_handle_request;
+        run.reached_handle_request = true;
+        let limit = run.generation.spec.max_requests;
+        let stop = run.leave.is_some() || (limit != 0 && run.handled >= limit);
+        if first {
+            events.boot_failing(&t.info, false);
+            events.booted(&t.info);
+        }
+        let job = if stop { None } else { Some(t.next_job()) };
+        let run = t.run.as_mut().expect("checked by with_run");
+        let ctx = match job {
+            Some(Job::Request(request)) => {
+                t.info.begin_request(request.field(Field::Method), request.field(Field::RequestUri));
+                let scratch = std::mem::take(&mut t.scratch);
+                run.in_flight = Box::into_raw(Box::new(RequestContext::new(request, scratch, Sink::Client)));
+                run.in_flight
+            }
+            Some(Job::Leave(leave)) => {
+                run.leave = Some(leave);
+                run.idle
+            }
+            None => run.idle,
+        };
+        // SAFETY: ctx is live until pw_rs_worker_done or the end of the script.
+        unsafe { *req = (*ctx).shim() };
+        !run.in_flight.is_null()
+    })
+}
+
+/// The request from the last pw_rs_worker_wait() is over: its response is complete.
+/// `failed` when it ended on an error or exit() (a 500 unless a response already left);
+/// `memory` is PHP's memory usage at its end.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
+    with_run((), |t| {
+        let run = t.run.as_mut().expect("checked by with_run");
+        if run.in_flight.is_null() {
+            return;
+        }
+        // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait; PHP is done with it.
+        let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
+        run.handled += 1;
+        run.request_failed |= failed;
+        t.scratch = ctx.finish(failed);
+        t.info.end_request(memory);
+    })
+}
+
+/// Fills `*req` with the idle pseudo-request: output goes to the log.
+///
+/// # Safety
+/// `req` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_worker_idle(req: *mut ShimRequest) {
+    with_run((), |t| {
+        let run = t.run.as_ref().expect("checked by with_run");
+        // SAFETY: idle is live for the whole run.
+        unsafe { *req = (*run.idle).shim() };
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_backoff_doubles_from_100ms_to_the_cap() {
+        let max = Duration::from_secs(2);
+        let waits: Vec<u128> = (1..=7).map(|n| boot_backoff(n, max).as_millis()).collect();
+        assert_eq!(waits, vec![100, 200, 400, 800, 1600, 2000, 2000]);
+        assert_eq!(boot_backoff(100, max), max, "no overflow");
+    }
+}

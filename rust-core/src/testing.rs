@@ -1,0 +1,121 @@
+//! A host for tests: records every callback, serves a fixed request body.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::abi::types::{Callbacks, PHP_WORKER_RESPONSE_DONE, Response};
+use crate::host::Host;
+use crate::layout::Strings;
+
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub handle: usize,
+    pub status: i32,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub flags: u32,
+}
+
+#[derive(Default)]
+pub struct Exchanges {
+    pub calls: Mutex<Vec<Call>>,
+    pub logs: Mutex<Vec<(usize, i32, String)>>,
+    pub bodies: Mutex<HashMap<usize, Vec<u8>>>,
+    /// Requests whose body fails (-1) once what `bodies` holds for them is read.
+    pub failing_bodies: Mutex<HashSet<usize>>,
+    pub done: Condvar,
+}
+
+pub static EXCHANGES: LazyLock<Exchanges> = LazyLock::new(Exchanges::default);
+
+unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
+    let r = unsafe { &*r };
+    let text = |p: *const u8, n: usize| String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(p, n) }).into_owned();
+    let headers = (0..r.headers_len)
+        .map(|i| {
+            let h = unsafe { &*r.headers.add(i) };
+            (text(h.name, h.name_len), text(h.value, h.value_len))
+        })
+        .collect();
+    let body = if r.body_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(r.body, r.body_len) }.to_vec() };
+    EXCHANGES.calls.lock().unwrap_or_else(|e| e.into_inner()).push(Call { handle, status: r.status, headers, body, flags: r.flags });
+    EXCHANGES.done.notify_all();
+    0
+}
+
+unsafe extern "C" fn read_body(handle: usize, buf: *mut u8, len: usize) -> i64 {
+    let mut bodies = EXCHANGES.bodies.lock().unwrap();
+    let body = bodies.entry(handle).or_insert_with(|| b"defgh".to_vec());
+    if body.is_empty() && EXCHANGES.failing_bodies.lock().unwrap().contains(&handle) {
+        return -1;
+    }
+    let n = body.len().min(len);
+    unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), buf, n) };
+    body.drain(..n);
+    n as i64
+}
+
+unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize) {
+    let msg = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(msg, len) }).into_owned();
+    EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).push((handle, level, msg));
+}
+
+pub fn test_host() -> Arc<Host> {
+    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+    // SAFETY: the callbacks above follow the contract.
+    Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) })
+}
+
+/// A unique handle per test, so parallel tests read only their own calls.
+pub fn new_handle() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn recording_host() -> (Arc<Host>, usize) {
+    (test_host(), new_handle())
+}
+
+pub fn calls_for(handle: usize) -> Vec<Call> {
+    EXCHANGES.calls.lock().unwrap().iter().filter(|c| c.handle == handle).cloned().collect()
+}
+
+/// The calls of `handle` once its DONE call came; fails after 20 s.
+pub fn wait_done(handle: usize, what: &str) -> Vec<Call> {
+    let mut calls = EXCHANGES.calls.lock().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !calls.iter().any(|c| c.handle == handle && c.flags & PHP_WORKER_RESPONSE_DONE != 0) {
+        assert!(Instant::now() < deadline, "no response for {what}");
+        calls = EXCHANGES.done.wait_timeout(calls, Duration::from_millis(100)).unwrap().0;
+    }
+    calls.iter().filter(|c| c.handle == handle).cloned().collect()
+}
+
+/// Whether a log line containing `text` came within `timeout`.
+pub fn wait_log(text: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(_, _, m)| m.contains(text)) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn body(calls: &[Call]) -> String {
+    String::from_utf8_lossy(&calls.iter().flat_map(|c| c.body.clone()).collect::<Vec<_>>()).into_owned()
+}
+
+/// Writes a PHP script into this test process's temp directory.
+pub fn script(name: &str, src: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("php_worker_engine_tests_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, src).unwrap();
+    path.to_string_lossy().into_owned()
+}
