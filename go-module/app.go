@@ -15,9 +15,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// App is the php_worker app. It owns the PHP engine of the process: PHP starts in
-// Start (never in Provision, so `caddy validate` and `caddy adapt` start no PHP) and
-// keeps running across config reloads that leave the engine settings unchanged.
+// App is the php_worker app: the PHP settings of a config and its workers. PHP starts
+// in Start (never in Provision, so `caddy validate` and `caddy adapt` start no PHP) and
+// keeps running across config reloads: a reload restarts the workers (new PHP code is
+// served) and resizes the classic pool, and restarts PHP itself only when php_ini
+// changes (see runtime.go).
 type App struct {
 	// Number of PHP threads, worker threads included. Default: 2 × the number of CPUs,
 	// or the worker threads plus one if that is more.
@@ -31,7 +33,8 @@ type App struct {
 	// the way max_execution_time stops them. Default: 30s.
 	ShutdownTimeout caddy.Duration `json:"shutdown_timeout,omitempty"`
 
-	// php.ini settings, applied after the php.ini files PHP reads.
+	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
+	// reload restarts PHP (requests wait meanwhile).
 	PHPIni map[string]string `json:"php_ini,omitempty"`
 
 	// Workers serving any site whose resolved script is their file. Relative files are
@@ -40,13 +43,15 @@ type App struct {
 
 	logger   *zap.Logger
 	registry *workerRegistry
+	plan     *plan // set by Start
 }
 
 // workerRegistry holds the workers of one config: the global ones and those the site
-// handlers register while they provision.
+// handlers register while they provision, each with the pool it holds.
 type workerRegistry struct {
 	mu          sync.Mutex
-	site        []*WorkerConfig
+	all         []*WorkerConfig
+	names       map[string]int           // workers per name, to make pool keys unique
 	globalFiles map[string]*WorkerConfig // global workers by absolute file
 }
 
@@ -60,11 +65,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets defaults and prepares the global workers. It starts nothing.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
-	if a.ShutdownTimeout == 0 {
-		a.ShutdownTimeout = caddy.Duration(30 * time.Second)
-	}
-	a.registry = &workerRegistry{globalFiles: map[string]*WorkerConfig{}}
+	a.setup(ctx)
 	globals := make([]*WorkerConfig, 0, len(a.Workers))
 	for i := range a.Workers {
 		w := &a.Workers[i]
@@ -74,12 +75,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err := w.provision(ctx, "", nil); err != nil {
 			return err
 		}
-		a.registry.globalFiles[w.FileName] = w
 		globals = append(globals, w)
 	}
 	if err := checkUniqueFiles("php_worker global option", globals); err != nil {
 		return err
 	}
+	for _, w := range globals {
+		a.registry.globalFiles[w.FileName] = w
+	}
+	a.addWorkers(globals)
 
 	// On process exit Caddy may stop the http app first, and that waits for the PHP
 	// requests in flight: start PHP's bounded shutdown as soon as stopping begins.
@@ -90,12 +94,21 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return events.(*caddyevents.App).On("stopping", caddyevents.Handler(exitHook{a}))
 }
 
-// exitHook starts the engine's shutdown when Caddy stops for good.
+// setup is what Provision does without other apps: defaults and an empty registry.
+func (a *App) setup(ctx caddy.Context) {
+	a.logger = ctx.Logger()
+	if a.ShutdownTimeout == 0 {
+		a.ShutdownTimeout = caddy.Duration(30 * time.Second)
+	}
+	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
+}
+
+// exitHook starts PHP's shutdown when Caddy stops for good.
 type exitHook struct{ app *App }
 
 func (h exitHook) Handle(context.Context, caddy.Event) error {
 	if caddy.Exiting() {
-		go stopEngine(h.app)
+		go php.stop(h.app)
 	}
 	return nil
 }
@@ -111,11 +124,21 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// addSiteWorkers registers the workers of a site's handler, in its Provision.
-func (a *App) addSiteWorkers(workers []*WorkerConfig) {
+// addWorkers registers workers of this config (the global ones, or a site handler's in
+// its Provision) and takes a reference to the pool of each: a worker keeps its pool, so
+// its threads, across reloads as long as its name does not change. Names are unique
+// per config: a repeated one gets a #2, #3, ... suffix in provisioning order.
+func (a *App) addWorkers(workers []*WorkerConfig) {
 	a.registry.mu.Lock()
 	defer a.registry.mu.Unlock()
-	a.registry.site = append(a.registry.site, workers...)
+	for _, w := range workers {
+		key := w.Name
+		if a.registry.names[key]++; a.registry.names[key] > 1 {
+			key = fmt.Sprintf("%s#%d", key, a.registry.names[key])
+		}
+		w.pool = acquirePool(key)
+		a.registry.all = append(a.registry.all, w)
+	}
 }
 
 // globalWorker is the global worker whose file is filename, or nil.
@@ -123,48 +146,21 @@ func (a *App) globalWorker(filename string) *WorkerConfig {
 	return a.registry.globalFiles[filename]
 }
 
-// engineConfig is the JSON read by php_worker_engine_new (rust-core/src/config.rs).
-type engineConfig struct {
-	NumThreads      int                  `json:"num_threads"`
-	PHPIni          map[string]string    `json:"php_ini,omitempty"`
-	Workers         []engineWorkerConfig `json:"workers,omitempty"`
-	ShutdownGraceMS int64                `json:"shutdown_grace_ms"`
+// engineSettings is the JSON read by php_worker_engine_new (rust-core/src/config.rs).
+type engineSettings struct {
+	PHPIni map[string]string `json:"php_ini,omitempty"`
 }
 
-type engineWorkerConfig struct {
-	Name             string      `json:"name"`
-	File             string      `json:"file"`
-	Num              int         `json:"num"`
-	MaxRequests      int         `json:"max_requests,omitempty"`
-	Env              [][2]string `json:"env"`
-	MaxBootBackoffMS int64       `json:"max_boot_backoff_ms,omitempty"`
-}
-
-// engineConfig assigns pool ids to every worker and splits the threads between the
-// classic pool and the workers.
-func (a *App) engineConfig() ([]byte, error) {
+// makePlan splits the threads between the classic pool and the workers registered so
+// far. Handlers call it after registering theirs, so `caddy validate` catches a
+// num_threads that leaves no classic thread.
+func (a *App) makePlan() (*plan, error) {
 	a.registry.mu.Lock()
-	defer a.registry.mu.Unlock()
-	all := make([]*WorkerConfig, 0, len(a.Workers)+len(a.registry.site))
-	for i := range a.Workers {
-		all = append(all, &a.Workers[i])
-	}
-	all = append(all, a.registry.site...)
-
+	workers := append([]*WorkerConfig(nil), a.registry.all...)
+	a.registry.mu.Unlock()
 	workerThreads := 0
-	cfg := engineConfig{PHPIni: a.PHPIni, ShutdownGraceMS: time.Duration(a.ShutdownTimeout).Milliseconds()}
-	names := map[string]int{}
-	for i, w := range all {
-		w.pool = uint32(i + 1)
+	for _, w := range workers {
 		workerThreads += w.Num
-		name := w.Name
-		if names[name]++; names[name] > 1 {
-			name = fmt.Sprintf("%s#%d", name, names[name])
-		}
-		cfg.Workers = append(cfg.Workers, engineWorkerConfig{
-			Name: name, File: w.FileName, Num: w.Num, MaxRequests: w.MaxRequests, Env: w.env,
-			MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
-		})
 	}
 	total := a.NumThreads
 	if total == 0 {
@@ -172,23 +168,43 @@ func (a *App) engineConfig() ([]byte, error) {
 	} else if total <= workerThreads {
 		return nil, fmt.Errorf("num_threads (%d) must be greater than the worker threads (%d): one thread at least serves classic scripts", total, workerThreads)
 	}
-	cfg.NumThreads = total - workerThreads
-	return json.Marshal(cfg)
+	settings, err := json.Marshal(engineSettings{PHPIni: a.PHPIni})
+	if err != nil {
+		return nil, err
+	}
+	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout)}, nil
 }
 
-// Start starts the PHP engine, or keeps the running one when its settings are the same.
+// Start gives this config's settings and workers to PHP: it starts PHP, or prepares the
+// running PHP to take this config over when the old config stops.
 func (a *App) Start() error {
-	config, err := a.engineConfig()
+	p, err := a.makePlan()
 	if err != nil {
 		return err
 	}
-	return startEngine(a, config, a.logger)
+	a.plan = p
+	logger.Store(a.logger)
+	return php.start(a, p)
 }
 
-// Stop stops the engine unless a newer config already took it over (on a reload the
-// new config starts before the old one stops).
+// Stop hands PHP over to the config that replaces this one, or undoes this config's
+// Start if its load failed, or stops PHP when no config needs it any more.
 func (a *App) Stop() error {
-	stopEngine(a)
+	php.stop(a)
+	return nil
+}
+
+// Cleanup releases the global workers' pools.
+func (a *App) Cleanup() error {
+	if a.registry == nil {
+		return nil
+	}
+	for i := range a.Workers {
+		if w := &a.Workers[i]; w.pool != nil {
+			releasePool(w.pool.key)
+			w.pool = nil
+		}
+	}
 	return nil
 }
 
@@ -201,5 +217,6 @@ var (
 	_ caddy.App           = (*App)(nil)
 	_ caddy.Provisioner   = (*App)(nil)
 	_ caddy.Validator     = (*App)(nil)
+	_ caddy.CleanerUpper  = (*App)(nil)
 	_ caddyevents.Handler = exitHook{}
 )

@@ -5,6 +5,7 @@ package phpworker
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -84,6 +85,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				w, err := parseWorker(d, false)
 				if err != nil {
 					return err
+				}
+				if _, err := workerFile(w.FileName, ""); err != nil {
+					return d.Err(err.Error())
 				}
 				a.Workers = append(a.Workers, w)
 			case "php_ini":
@@ -210,6 +214,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env, worker)", name)
 			}
+		}
+	}
+	// Worker files resolve as Provision resolves them: from a root without
+	// placeholders, else from the working directory.
+	base := ""
+	if h.Root != "" && !strings.Contains(h.Root, "{") {
+		base = h.Root
+	}
+	for _, w := range h.Workers {
+		if _, err := workerFile(w.FileName, base); err != nil {
+			return d.Err(err.Error())
 		}
 	}
 	return nil

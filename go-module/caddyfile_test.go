@@ -4,7 +4,10 @@
 package phpworker
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,12 +106,26 @@ func TestSiteDirectiveErrors(t *testing.T) {
 	}
 }
 
+// workerFiles creates empty worker scripts in a temporary directory and returns it.
+func workerFiles(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("<?php\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func TestWorkerDirectives(t *testing.T) {
+	dir := workerFiles(t, "global.php", "other.php", "index.php", "api.php")
+	global, other := filepath.Join(dir, "global.php"), filepath.Join(dir, "other.php")
 	d := caddyfile.NewTestDispenser(`php_worker {
 		shutdown_timeout 5s
-		worker global.php 3
+		worker ` + global + ` 3
 		worker {
-			file other.php
+			file ` + other + `
 			num 2
 			max_requests 500
 			name api
@@ -124,8 +141,8 @@ func TestWorkerDirectives(t *testing.T) {
 		t.Errorf("shutdown_timeout = %v", app.ShutdownTimeout)
 	}
 	want := []WorkerConfig{
-		{FileName: "global.php", Num: 3},
-		{FileName: "other.php", Num: 2, MaxRequests: 500, Name: "api", Env: map[string]string{"APP_ENV": "prod"},
+		{FileName: global, Num: 3},
+		{FileName: other, Num: 2, MaxRequests: 500, Name: "api", Env: map[string]string{"APP_ENV": "prod"},
 			MaxBootBackoff: caddy.Duration(2 * time.Second)},
 	}
 	if !reflect.DeepEqual(app.Workers, want) {
@@ -134,6 +151,7 @@ func TestWorkerDirectives(t *testing.T) {
 
 	var h Handler
 	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`php_worker {
+		root ` + dir + `
 		worker index.php
 		worker {
 			file api.php
@@ -169,27 +187,62 @@ func TestWorkerDirectiveErrors(t *testing.T) {
 	}
 }
 
-func TestEngineConfigSplitsThreads(t *testing.T) {
-	app := &App{NumThreads: 6, registry: &workerRegistry{}}
+func TestMissingWorkerFilesAreRefusedWhenAdapting(t *testing.T) {
+	dir := workerFiles(t, "present.php")
+	if err := os.Mkdir(filepath.Join(dir, "folder.php"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.php")
+	for input, message := range map[string]string{
+		"php_worker {\nworker " + missing + "\n}":                          "worker file " + missing + " does not exist",
+		"php_worker {\nworker " + filepath.Join(dir, "folder.php") + "\n}": "is not a regular file",
+	} {
+		var app App
+		err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), message) {
+			t.Errorf("global %q: error %v, want one mentioning %q", input, err, message)
+		}
+	}
+	var h Handler
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("php_worker {\nworker missing.php\nroot " + dir + "\n}"))
+	if err == nil || !strings.Contains(err.Error(), "worker file "+missing+" does not exist") {
+		t.Errorf("a site worker is resolved from the directive's root: %v", err)
+	}
+	var ok Handler
+	if err := ok.UnmarshalCaddyfile(caddyfile.NewTestDispenser("php_worker {\nroot " + dir + "\nworker present.php\n}")); err != nil {
+		t.Errorf("an existing worker file: %v", err)
+	}
+}
+
+func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
+	app := &App{NumThreads: 6}
+	app.setup(caddy.Context{Context: context.Background()})
 	w1 := &WorkerConfig{FileName: "/a.php", Name: "/a.php", Num: 2, env: [][2]string{{"FRANKENPHP_WORKER", "1"}}}
 	w2 := &WorkerConfig{FileName: "/b.php", Name: "/a.php", Num: 1}
-	app.addSiteWorkers([]*WorkerConfig{w1, w2})
-	raw, err := app.engineConfig()
+	app.addWorkers([]*WorkerConfig{w1, w2})
+	defer releasePool(w1.pool.key)
+	defer releasePool(w2.pool.key)
+	p, err := app.makePlan()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg engineConfig
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
+	if p.classic != 3 || len(p.workers) != 2 || string(p.settings) != "{}" {
+		t.Errorf("plan %+v", p)
 	}
-	if cfg.NumThreads != 3 || len(cfg.Workers) != 2 || w1.pool != 1 || w2.pool != 2 {
-		t.Errorf("config %+v, pools %d %d", cfg, w1.pool, w2.pool)
+	if w1.pool.key != "/a.php" || w2.pool.key != "/a.php#2" || w1.pool.id == w2.pool.id {
+		t.Errorf("duplicate names get unique pools: %+v %+v", w1.pool, w2.pool)
 	}
-	if cfg.Workers[1].Name != "/a.php#2" {
-		t.Errorf("duplicate names are made unique: %q", cfg.Workers[1].Name)
+	var spec workerSpec
+	if err := json.Unmarshal(w2.spec(), &spec); err != nil || spec.Name != "/a.php#2" || spec.Num != 1 {
+		t.Errorf("spec %+v %v", spec, err)
+	}
+	if again := acquirePool("/a.php"); again != w1.pool {
+		t.Error("a second config gets the same pool for the same worker")
+	} else {
+		releasePool("/a.php")
 	}
 	app.NumThreads = 3
-	if _, err := app.engineConfig(); err == nil || !strings.Contains(err.Error(), "must be greater") {
+	if _, err := app.makePlan(); err == nil || !strings.Contains(err.Error(), "must be greater") {
 		t.Errorf("num_threads not above the worker threads: %v", err)
 	}
 }

@@ -28,7 +28,6 @@ static php_worker_callbacks_t php_worker_go_callbacks(void) {
 import "C"
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"runtime"
@@ -36,29 +35,15 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"go.uber.org/zap"
 )
 
-// engine is the Go handle of the Rust core's engine (one per process).
+// engine is the Go handle of the Rust core's engine (rust-core/include/php_worker.h):
+// one per process at a time. Its methods are safe from any goroutine; they fail once
+// the engine is shut down.
 type engine struct {
-	config []byte
-	owner  *App // the app that started or last claimed it; guarded by engines.mu
-
 	mu       sync.RWMutex // write-held only to free ptr
 	ptr      *C.php_worker_engine_t
 	stopping atomic.Bool
-}
-
-var engines struct {
-	mu      sync.Mutex // serialises start and stop
-	current atomic.Pointer[engine]
-	changed atomic.Pointer[chan struct{}] // closed whenever current changes
-}
-
-func init() {
-	ch := make(chan struct{})
-	engines.changed.Store(&ch)
 }
 
 // coreBuildID names the Rust core linked in; xcaddy.sh stamps it at link time.
@@ -88,26 +73,20 @@ func countOut() {
 	}
 }
 
-// logger is php_worker's logger for messages outside a request.
-var logger atomic.Pointer[zap.Logger]
-
-func appLogger() *zap.Logger {
-	if l := logger.Load(); l != nil {
-		return l
-	}
-	return zap.NewNop()
-}
-
 // PHP threads hand responses to Go through callbacks, and each callback needs a P.
 // With GOMAXPROCS at the CPU count, the HTTP goroutines hold every P under load and a
 // callback waits for one (futex sleeps and wake-ups on both sides); one more P lets
 // callbacks through: +8 to +30% worker-mode hello-world throughput on 2 cores, as
-// measured. An explicit GOMAXPROCS environment variable is left alone. Guarded by
-// engines.mu.
-var extraP bool
+// measured. An explicit GOMAXPROCS environment variable is left alone.
+var extraP struct {
+	mu sync.Mutex
+	on bool
+}
 
 func reserveCallbackP(on bool) {
-	if on == extraP || os.Getenv("GOMAXPROCS") != "" {
+	extraP.mu.Lock()
+	defer extraP.mu.Unlock()
+	if on == extraP.on || os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
 	if on {
@@ -115,108 +94,140 @@ func reserveCallbackP(on bool) {
 	} else {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - 1)
 	}
-	extraP = on
+	extraP.on = on
 }
 
 // cpus is the number of CPUs Go schedules on, before the extra P.
 func cpus() int {
-	engines.mu.Lock()
-	defer engines.mu.Unlock()
+	extraP.mu.Lock()
+	defer extraP.mu.Unlock()
 	n := runtime.GOMAXPROCS(0)
-	if extraP {
+	if extraP.on {
 		n--
 	}
 	return n
 }
 
-func publishEngine(e *engine) {
-	engines.current.Store(e)
-	ch := make(chan struct{})
-	old := engines.changed.Swap(&ch)
-	close(*old)
+// coreError turns an error of the core into a Go error and frees it.
+func coreError(err *C.php_worker_error_t) error {
+	if err == nil {
+		return nil
+	}
+	var n C.size_t
+	msg := C.GoStringN(C.php_worker_error_message(err, &n), C.int(n))
+	C.php_worker_error_delete(err)
+	return errors.New(msg)
 }
 
-// startEngine makes a running engine with the given config, reusing the current one
-// when its config is the same.
-func startEngine(owner *App, config []byte, log *zap.Logger) error {
-	engines.mu.Lock()
-	defer engines.mu.Unlock()
-	logger.Store(log)
-	if cur := engines.current.Load(); cur != nil {
-		if bytes.Equal(cur.config, config) {
-			cur.owner = owner
-			return nil
-		}
-		log.Info("PHP settings changed: restarting the PHP engine")
-		cur.shutdown()
-		publishEngine(nil)
-	}
+var errEngineStopped = errors.New("the PHP engine is stopped")
+
+// newEngine starts PHP with the engine settings (JSON, see php_worker_engine_new).
+func newEngine(settings []byte) (*engine, error) {
 	cb := C.php_worker_go_callbacks()
 	var ptr *C.php_worker_engine_t
-	cfg := C.CBytes(config)
+	cfg := C.CBytes(settings)
 	defer C.free(cfg)
-	if err := C.php_worker_engine_new((*C.uint8_t)(cfg), C.size_t(len(config)), &cb, &ptr); err != nil {
-		var n C.size_t
-		msg := C.GoStringN(C.php_worker_error_message(err, &n), C.int(n))
-		C.php_worker_error_delete(err)
-		return errors.New(msg)
+	if err := coreError(C.php_worker_engine_new((*C.uint8_t)(cfg), C.size_t(len(settings)), &cb, &ptr)); err != nil {
+		return nil, err
 	}
-	publishEngine(&engine{config: config, owner: owner, ptr: ptr})
-	reserveCallbackP(true)
-	log.Info("PHP engine started", zap.String("php_version", phpVersion()), zap.String("core", coreBuildID),
-		zap.ByteString("config", config))
-	return nil
+	return &engine{ptr: ptr}, nil
 }
 
-// stopEngine stops the engine if owner still owns it.
-func stopEngine(owner *App) {
-	engines.mu.Lock()
-	defer engines.mu.Unlock()
-	if cur := engines.current.Load(); cur != nil && cur.owner == owner {
-		cur.shutdown()
-		publishEngine(nil)
-		reserveCallbackP(false)
-		fields := []zap.Field{zap.String("core", coreBuildID)}
-		if crossings.enabled {
-			fields = append(fields, zap.Int64("calls_into_core", crossings.in.Load()),
-				zap.Int64("callbacks_from_core", crossings.out.Load()))
-		}
-		appLogger().Info("PHP engine stopped", fields...)
-	}
-}
-
-// shutdown drains and frees the engine. Submissions racing with it fail cleanly.
-func (e *engine) shutdown() {
+// shutdown drains and frees the engine: queued and running requests finish, scripts
+// still running after grace are stopped. Submissions racing with it fail cleanly.
+func (e *engine) shutdown(grace time.Duration) {
 	e.stopping.Store(true)
-	C.php_worker_engine_shutdown(e.ptr) // blocks until running requests finish
+	e.mu.RLock()
+	if e.ptr != nil {
+		C.php_worker_engine_shutdown(e.ptr, C.uint64_t(grace.Milliseconds())) // blocks until done
+	}
+	e.mu.RUnlock()
 	e.mu.Lock()
-	C.php_worker_engine_delete(e.ptr)
-	e.ptr = nil
+	if e.ptr != nil {
+		C.php_worker_engine_delete(e.ptr)
+		e.ptr = nil
+	}
 	e.mu.Unlock()
 }
 
-// waitEngine returns the running engine, waiting up to timeout for one to start (the
-// http app may start before ours, and a reload may restart the engine).
-func waitEngine(done <-chan struct{}, timeout time.Duration) *engine {
-	var timer <-chan time.Time
-	for {
-		changed := *engines.changed.Load()
-		if e := engines.current.Load(); e != nil && !e.stopping.Load() {
-			return e
-		}
-		if timer == nil {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			timer = t.C
-		}
-		select {
-		case <-changed:
-		case <-done:
-			return nil
-		case <-timer:
-			return nil
-		}
+// call runs f with the live engine pointer.
+func (e *engine) call(f func(*C.php_worker_engine_t) *C.php_worker_error_t) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.ptr == nil {
+		return errEngineStopped
 	}
+	return coreError(f(e.ptr))
+}
+
+// bytesArg is a buffer C reads during the call, or NULL for nil.
+func bytesArg(b []byte) (*C.uint8_t, C.size_t, func()) {
+	if b == nil {
+		return nil, 0, func() {}
+	}
+	p := C.CBytes(b)
+	return (*C.uint8_t)(p), C.size_t(len(b)), func() { C.free(p) }
+}
+
+// newPool creates worker pool id with a spec (JSON, see php_worker_pool_new).
+func (e *engine) newPool(id uint32, spec []byte) error {
+	p, n, free := bytesArg(spec)
+	defer free()
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_new(ptr, C.uint32_t(id), p, n)
+	})
+}
+
+// resizeClassic sets the number of classic threads.
+func (e *engine) resizeClassic(threads int) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_resize(ptr, C.PHP_WORKER_CLASSIC_POOL, C.uint32_t(threads))
+	})
+}
+
+// restartPool starts a new generation of a worker pool (spec nil: the same settings),
+// staged unless activate; it returns the generation.
+func (e *engine) restartPool(id uint32, spec []byte, activate bool) (uint32, error) {
+	p, n, free := bytesArg(spec)
+	defer free()
+	var generation C.uint32_t
+	err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_restart(ptr, C.uint32_t(id), p, n, C.bool(activate), &generation)
+	})
+	return uint32(generation), err
+}
+
+func (e *engine) activatePool(id, generation uint32) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_activate(ptr, C.uint32_t(id), C.uint32_t(generation))
+	})
+}
+
+func (e *engine) discardPool(id, generation uint32) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_discard(ptr, C.uint32_t(id), C.uint32_t(generation))
+	})
+}
+
+func (e *engine) deletePool(id uint32) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_delete(ptr, C.uint32_t(id))
+	})
+}
+
+// stats is the engine's snapshot of its threads and pools (JSON, see
+// php_worker_engine_stats).
+func (e *engine) stats() ([]byte, error) {
+	var out *C.php_worker_bytes_t
+	if err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_engine_stats(ptr, &out)
+	}); err != nil {
+		return nil, err
+	}
+	defer C.php_worker_bytes_delete(out)
+	var n C.size_t
+	data := C.php_worker_bytes_data(out, &n)
+	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
 }
 
 // submit queues a request; see php_worker_request_submit in php_worker.h.

@@ -30,7 +30,8 @@ import (
 // larger ones stream to PHP as it reads them.
 const readAheadBody = 64 * 1024
 
-// engineWait bounds how long a request waits for the engine to (re)start.
+// engineWait bounds how long a request waits for PHP to start, for a php_ini change to
+// restart it, or for its worker's config to start.
 const engineWait = 30 * time.Second
 
 // Handler serves a PHP site, like FrankenPHP's php_server: a directory holding the
@@ -83,14 +84,20 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision sets up the handler. Like App.Provision it starts no PHP.
+// Provision sets up the handler and takes its workers' pools. Like App.Provision it
+// starts no PHP.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
 	appIface, err := ctx.App("php_worker")
 	if err != nil {
 		return fmt.Errorf("loading the php_worker app: %w", err)
 	}
-	h.app = appIface.(*App)
+	return h.setup(ctx, appIface.(*App))
+}
+
+// setup is Provision once the app is known.
+func (h *Handler) setup(ctx caddy.Context, app *App) error {
+	h.logger = ctx.Logger()
+	h.app = app
 
 	if h.Root == "" {
 		h.Root = "{http.vars.root}"
@@ -151,13 +158,27 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := checkUniqueFiles("php_worker site directive", workers); err != nil {
 		return err
 	}
-	h.app.addSiteWorkers(workers)
+	h.app.addWorkers(workers)
+	if _, err := h.app.makePlan(); err != nil {
+		return err
+	}
 	h.resolver.known = func(name string) bool { return h.workerFor(name) != nil }
 
 	if h.resolver.fileServer {
 		h.fileServer = &fileserver.FileServer{Root: h.Root}
 		if err := h.fileServer.Provision(ctx); err != nil {
 			return fmt.Errorf("provisioning the static file server: %w", err)
+		}
+	}
+	return nil
+}
+
+// Cleanup releases the pools of the handler's workers.
+func (h *Handler) Cleanup() error {
+	for i := range h.Workers {
+		if w := &h.Workers[i]; w.pool != nil {
+			releasePool(w.pool.key)
+			w.pool = nil
 		}
 	}
 	return nil
@@ -284,9 +305,9 @@ func (h *Handler) refuse(r *http.Request, status int, reason string) error {
 // when worker is nil) and waits for its response.
 func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer, worker *WorkerConfig) error {
 	b := getRequestBuffer()
-	pool := uint32(0)
+	pool := uint32(C.PHP_WORKER_CLASSIC_POOL)
 	if worker != nil {
-		pool = worker.pool
+		pool = worker.pool.id
 		buildRequest(b, r, s, repl, worker.env) // the worker's env includes the site's
 	} else {
 		buildRequest(b, r, s, repl, h.env)
@@ -315,21 +336,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		return h.unavailable(w, "too many requests in flight")
 	}
 	defer pr.release() // the handler's reference
-	var core *C.php_worker_request_t
-	var rc C.int32_t
-	for attempt := 0; ; attempt++ {
-		e := waitEngine(r.Context().Done(), engineWait)
-		if e == nil {
-			putRequestBuffer(b)
-			pr.release() // the core never got it
-			return h.unavailable(w, "PHP is not running")
-		}
-		core, rc = e.submit(pool, b, flags, pr.handle)
-		if rc != C.PHP_WORKER_ERR_STOPPED || attempt > 0 {
-			break
-		}
-		// The engine is restarting (config reload): wait for the next one, once.
-	}
+	core, rc := php.submit(r.Context(), engineWait, pool, b, flags, pr.handle)
 	putRequestBuffer(b)
 	if rc != C.PHP_WORKER_OK {
 		pr.release() // the core never got it
@@ -339,7 +346,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	case C.PHP_WORKER_ERR_QUEUE_FULL:
 		return h.unavailable(w, "all PHP threads are busy and the queue is full")
 	case C.PHP_WORKER_ERR_STOPPED:
-		return h.unavailable(w, "PHP is restarting")
+		return h.unavailable(w, "PHP is not running")
 	default:
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
 	}
@@ -383,5 +390,6 @@ func (h *Handler) unavailable(w http.ResponseWriter, reason string) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -4,8 +4,12 @@
 package phpworker
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -45,7 +49,7 @@ type WorkerConfig struct {
 	// frankenphp_handle_request(). Pauses start at 100ms and double. Default: 5s.
 	MaxBootBackoff caddy.Duration `json:"max_boot_backoff,omitempty"`
 
-	pool    uint32      // the core's pool id, assigned when the engine starts
+	pool    *workerPool // the pool this config holds, from its Provision to its Cleanup
 	env     [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
 	matcher caddyhttp.MatchPath
 }
@@ -56,16 +60,9 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	if w.FileName == "" {
 		return fmt.Errorf("worker: a file is required")
 	}
-	file := w.FileName
-	if !filepath.IsAbs(file) && base != "" {
-		file = filepath.Join(base, file)
-	}
-	abs, err := caddy.FastAbs(file)
+	abs, err := workerFile(w.FileName, base)
 	if err != nil {
-		return fmt.Errorf("worker %q: %w", w.FileName, err)
-	}
-	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = resolved
+		return err
 	}
 	w.FileName = abs
 	if w.Name == "" {
@@ -93,6 +90,37 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 		}
 	}
 	return nil
+}
+
+// workerFile is the absolute path of a worker script, relative ones taken from base
+// (else from the working directory), symlinks resolved. A file that does not exist or
+// cannot be read is refused, naming it: no config gets to boot-loop on a typo.
+func workerFile(file, base string) (string, error) {
+	if !filepath.IsAbs(file) && base != "" {
+		file = filepath.Join(base, file)
+	}
+	abs, err := caddy.FastAbs(file)
+	if err != nil {
+		return "", fmt.Errorf("worker %q: %w", file, err)
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	f, err := os.Open(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("worker file %s does not exist", abs)
+	case err != nil:
+		return "", fmt.Errorf("worker file %s cannot be read: %w", abs, errors.Unwrap(err))
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return "", fmt.Errorf("worker file %s is not a regular file", abs)
+	}
+	if _, err := f.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("worker file %s cannot be read: %w", abs, err)
+	}
+	return abs, nil
 }
 
 func (w *WorkerConfig) matches(r *http.Request) bool {

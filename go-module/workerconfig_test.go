@@ -16,7 +16,7 @@ import (
 func TestWorkerProvision(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
-	dir := t.TempDir()
+	dir := workerFiles(t, "w.php", "worker.php")
 
 	w := WorkerConfig{FileName: "w.php", Env: map[string]string{"A": "worker"}, MatchPath: []string{"/api/*"}}
 	if err := w.provision(ctx, dir, map[string]string{"A": "site", "B": "site"}); err != nil {
@@ -36,12 +36,17 @@ func TestWorkerProvision(t *testing.T) {
 		t.Error("match patterns")
 	}
 
-	abs := WorkerConfig{FileName: "/srv/app/worker.php", Name: "app"}
-	if err := abs.provision(ctx, dir, nil); err != nil || abs.FileName != "/srv/app/worker.php" || abs.Name != "app" {
+	file := filepath.Join(dir, "worker.php")
+	abs := WorkerConfig{FileName: file, Name: "app"}
+	if err := abs.provision(ctx, "/elsewhere", nil); err != nil || abs.FileName != file || abs.Name != "app" {
 		t.Errorf("absolute file: %q %q %v", abs.FileName, abs.Name, err)
 	}
 	if err := (&WorkerConfig{}).provision(ctx, dir, nil); err == nil {
 		t.Error("a worker without a file was accepted")
+	}
+	err := (&WorkerConfig{FileName: "nope.php"}).provision(ctx, dir, nil)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "nope.php")+" does not exist") {
+		t.Errorf("a missing worker file: %v", err)
 	}
 }
 

@@ -1,0 +1,169 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI adds php_worker's routes to Caddy's admin API:
+//
+//	POST /php_worker/workers/restart   restart every worker script, rolling
+//	GET  /php_worker/threads           the PHP threads and what they do, as JSON
+//
+// Admin routers are created again with every admin server, so they reach PHP through
+// the package's runtime, not through a config.
+type adminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.php_worker",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Routes returns the admin routes.
+func (a adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
+		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
+	}
+}
+
+// restartTimeout bounds how long a restart waits for the new scripts to boot.
+const restartTimeout = 60 * time.Second
+
+// restartWorkers restarts every worker the way a reload does, without one: new threads
+// boot the script beside the running ones and take over as they are ready. It answers
+// once every worker's new threads are ready, or one failed to boot (the old ones keep
+// serving it).
+func (adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use POST")}
+	}
+	restarted, err := php.restartWorkers()
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+	}
+	failed, err := php.waitForGenerations(restarted, time.Now().Add(restartTimeout))
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+	}
+	if len(failed) > 0 {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError,
+			Err: fmt.Errorf("the new scripts of %s did not boot (see the log); the running ones keep serving", strings.Join(failed, ", "))}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err = fmt.Fprintf(w, "restarted %d workers\n", len(restarted))
+	return err
+}
+
+// threads answers the engine's snapshot of its threads and pools.
+func (adminAPI) threads(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
+	}
+	stats := []byte(`{"threads":[],"pools":[]}`)
+	if e := php.engine.Load(); e != nil {
+		if s, err := e.stats(); err == nil {
+			stats = s
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(stats)
+	return err
+}
+
+// restartWorkers starts a new, active generation in every worker pool; it returns the
+// generation of each pool.
+func (rt *phpRuntime) restartWorkers() (map[uint32]uint32, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	e := rt.engine.Load()
+	if e == nil {
+		return nil, errors.New("PHP is not running")
+	}
+	ids := make([]uint32, 0, len(rt.pools))
+	for id := range rt.pools {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	generations := map[uint32]uint32{}
+	for _, id := range ids {
+		generation, err := e.restartPool(id, nil, true)
+		if err != nil {
+			return generations, fmt.Errorf("restarting worker %s: %w", rt.pools[id].key, err)
+		}
+		generations[id] = generation
+	}
+	appLogger().Info("restarting workers", zap.Int("workers", len(ids)))
+	return generations, nil
+}
+
+// poolStats is a pool in the engine's snapshot (php_worker_engine_stats).
+type poolStats struct {
+	ID         uint32 `json:"id"`
+	Worker     string `json:"worker"`
+	Generation uint32 `json:"generation"`
+	Threads    int    `json:"threads"`
+	Ready      int    `json:"ready"`
+	Failing    int    `json:"failing"`
+}
+
+// waitForGenerations waits until every pool runs only the threads of its generation
+// (or a later one, or the pool is gone), or has threads that fail to boot; it returns
+// the names of those.
+func (rt *phpRuntime) waitForGenerations(generations map[uint32]uint32, deadline time.Time) ([]string, error) {
+	for {
+		e := rt.engine.Load()
+		if e == nil {
+			return nil, errors.New("PHP stopped")
+		}
+		raw, err := e.stats()
+		if err != nil {
+			return nil, err
+		}
+		var stats struct {
+			Pools []poolStats `json:"pools"`
+		}
+		if err := json.Unmarshal(raw, &stats); err != nil {
+			return nil, err
+		}
+		var waiting, failed []string
+		for _, p := range stats.Pools {
+			want, ok := generations[p.ID]
+			switch {
+			case !ok || p.Generation > want:
+			case p.Failing > 0:
+				failed = append(failed, p.Worker)
+			case p.Ready < p.Threads || p.Threads == 0:
+				waiting = append(waiting, p.Worker)
+			}
+		}
+		if len(waiting) == 0 {
+			return failed, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the new scripts of %s are still booting", strings.Join(waiting, ", "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Interface guards
+var _ caddy.AdminRouter = adminAPI{}
