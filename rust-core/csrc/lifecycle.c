@@ -122,6 +122,10 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 		 * the output). */
 		pw_skip_body_drain();
 		php_request_shutdown(NULL);
+		/* A fatal error during request shutdown (in an output handler or a shutdown
+		 * function) failed the request too. It bailed out, and set the exit status to
+		 * 255; exit() there bails out too but is no failure. */
+		outcome->fatal = outcome->fatal || (CG(unclean_shutdown) && EG(exit_status) == 255);
 	} zend_catch {
 		result = PW_RUN_RESULT_UNHEALTHY;
 	} zend_end_try();
