@@ -269,10 +269,19 @@ func (h *Handler) matchWorker(r *http.Request) *WorkerConfig {
 
 // workerFor is the worker whose file is filename: this site's first, then global ones.
 func (h *Handler) workerFor(filename string) *WorkerConfig {
+	var matching *WorkerConfig // a worker with match patterns serves its file too, unless one without does
 	for i := range h.Workers {
-		if h.Workers[i].FileName == filename {
-			return &h.Workers[i]
+		if w := &h.Workers[i]; w.FileName == filename {
+			if len(w.MatchPath) == 0 {
+				return w
+			}
+			if matching == nil {
+				matching = w
+			}
 		}
+	}
+	if matching != nil {
+		return matching
 	}
 	return h.app.globalWorker(filename)
 }

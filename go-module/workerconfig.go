@@ -140,10 +140,15 @@ func sortedPairs(m map[string]string) [][2]string {
 	return pairs
 }
 
-// checkUniqueFiles refuses a worker file listed twice in one scope.
+// checkUniqueFiles refuses a worker file listed twice in one scope, unless the workers
+// sharing it route requests by match (requests resolved to the file itself go to the
+// one without match, see Handler.workerFor).
 func checkUniqueFiles(scope string, workers []*WorkerConfig) error {
 	seen := map[string]bool{}
 	for _, w := range workers {
+		if len(w.MatchPath) > 0 {
+			continue
+		}
 		if seen[w.FileName] {
 			return fmt.Errorf("%s: worker file %s is listed twice", scope, w.FileName)
 		}

@@ -59,4 +59,8 @@ func TestCheckUniqueFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Errorf("duplicate file: %v", err)
 	}
+	routed := []*WorkerConfig{a, {FileName: "/a.php", MatchPath: []string{"/x"}}, {FileName: "/a.php", MatchPath: []string{"/y"}}}
+	if err := checkUniqueFiles("site", routed); err != nil {
+		t.Errorf("workers that route by match may share a file: %v", err)
+	}
 }
