@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -122,6 +123,35 @@ class Server:
         finally:
             conn.close()
 
+    def post_early_answer(self, path, body, headers, timeout=30):
+        """A request whose body the server may stop reading (it answered early and
+        closes): the body goes out from another thread, and the answer is read whatever
+        became of the rest of the body. Returns (status, head and body text)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        head = f"POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+
+        def send():
+            try:
+                s.sendall(head.encode() + body)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        answer = b""
+        try:
+            while chunk := s.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        finally:
+            s.close()
+        sender.join(timeout)
+        text = answer.decode("utf-8", "replace")
+        status = int(text.split(" ", 2)[1]) if text.startswith("HTTP/") else 0
+        return status, text
+
     def get(self, path, **kw):
         return self.request(path, **kw)
 
@@ -139,6 +169,40 @@ class Server:
             except socket.timeout:
                 pass
             return b"".join(chunks)
+
+    def admin(self, method, path, body=None, headers=None, timeout=120):
+        """A request to Caddy's admin API: (status, body text)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.read().decode("utf-8", "replace")
+        finally:
+            conn.close()
+
+    def load(self, caddyfile, force=False):
+        """POST /load of a Caddyfile: (status, body). force asks Caddy to reload an
+        unchanged config, as `caddy reload --force` and Laravel Octane do."""
+        headers = {"Content-Type": "text/caddyfile"}
+        if force:
+            headers["Cache-Control"] = "must-revalidate"
+        return self.admin("POST", "/load", body=caddyfile.encode(), headers=headers)
+
+    def threads(self):
+        """GET /php_worker/threads, decoded."""
+        status, body = self.admin("GET", "/php_worker/threads")
+        assert status == 200, body
+        return json.loads(body)
+
+    def rss_kb(self):
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def os_threads(self):
+        """Every thread of the process (PHP's, Go's, ...)."""
+        return len(list(Path(f"/proc/{self.proc.pid}/task").iterdir()))
 
     def stop(self):
         if self.proc.poll() is None:
