@@ -15,8 +15,8 @@ source scripts/env.sh
 echo "== rust-core: unit tests and header check"
 cargo test --locked -p php-worker-core
 
-echo "== go-module: vet and unit tests"
-(cd go-module && go vet ./... && go test -count=1 ./...)
+echo "== go-module: vet, and unit tests under the race detector"
+(cd go-module && go vet ./... && go test -race -count=1 ./...)
 
 echo "== end to end"
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
