@@ -27,9 +27,9 @@ import (
 // config instead, and the old one goes on. So the new config's Start prepares what it
 // can without taking anything from the running config, and the old config's Stop
 // commits it:
-//   - php_ini is the only setting that needs a new engine. When it changes, Start
-//     restarts PHP with the new settings (requests wait meanwhile, never fail); a load
-//     that fails afterwards restarts it again with the running config's.
+//   - php_ini is the only setting that needs a new engine. When it changes, the commit
+//     restarts PHP with the new settings (requests wait meanwhile, never fail); until
+//     then the running PHP serves both configs, and a load that fails changes nothing.
 //   - Every worker the new config keeps gets a new generation of threads, booted beside
 //     the running one but staged (taking no requests); commit activates it, and its
 //     threads take over as they boot (rust-core/src/pool.rs). A load that fails discards
@@ -110,16 +110,8 @@ func (rt *phpRuntime) start(a *App, p *plan) error {
 		return nil
 	}
 	if !bytes.Equal(p.settings, rt.settings) {
-		appLogger().Info("php_ini changed: restarting PHP; requests wait for it",
-			zap.Strings("changed", changedKeys(rt.settings, p.settings)))
-		rt.shutdownEngine(rt.current.plan.grace)
-		if err := rt.boot(p); err != nil {
-			appLogger().Error("PHP does not start with the new php_ini; restarting it with the running one", zap.Error(err))
-			if err := rt.boot(rt.current.plan); err != nil {
-				appLogger().Error("PHP does not start again", zap.Error(err))
-			}
-			return err
-		}
+		// PHP restarts with the new php_ini when this config is committed; until then
+		// the running PHP serves both configs.
 		rt.pending = a
 		return nil
 	}
@@ -167,6 +159,20 @@ func (rt *phpRuntime) stop(a *App) {
 // commit makes the pending config the current one.
 func (rt *phpRuntime) commit() {
 	p, e := rt.pending, rt.engine.Load()
+	rt.current, rt.pending = p, nil
+	if !bytes.Equal(p.plan.settings, rt.settings) {
+		appLogger().Info("php_ini changed: restarting PHP; requests wait for it",
+			zap.Strings("changed", changedKeys(rt.settings, p.plan.settings)))
+		rt.shutdownEngine(p.plan.grace)
+		if err := rt.boot(p.plan); err != nil {
+			appLogger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
+			if err := rt.boot(&plan{settings: rt.settings, classic: p.plan.classic, workers: p.plan.workers}); err != nil {
+				appLogger().Error("PHP does not start", zap.Error(err))
+			}
+		}
+		rt.commitSpecs(p.plan)
+		return
+	}
 	for _, w := range p.plan.workers {
 		st := rt.pools[w.pool.id]
 		if st != nil && st.staged != 0 {
@@ -180,7 +186,6 @@ func (rt *phpRuntime) commit() {
 	if err := e.resizeClassic(p.plan.classic); err != nil {
 		appLogger().Error("resizing the classic pool", zap.Error(err))
 	}
-	rt.current, rt.pending = p, nil
 }
 
 func (rt *phpRuntime) commitSpecs(p *plan) {
@@ -196,14 +201,6 @@ func (rt *phpRuntime) commitSpecs(p *plan) {
 func (rt *phpRuntime) abandonPending() {
 	a := rt.pending
 	rt.pending = nil
-	if !bytes.Equal(rt.settings, rt.current.plan.settings) {
-		appLogger().Info("restarting PHP with the running config's php_ini")
-		rt.shutdownEngine(a.plan.grace)
-		if err := rt.boot(rt.current.plan); err != nil {
-			appLogger().Error("PHP does not start again", zap.Error(err))
-		}
-		return
-	}
 	rt.abandonStaged(a.plan)
 }
 
