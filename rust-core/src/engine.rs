@@ -196,6 +196,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<MainThread> {
             let _ = stop_rx.recv();
             // SAFETY: every PHP thread has ended (Engine::shutdown joined them).
             unsafe { sys::pw_shim_engine_shutdown() };
+            crate::runtime::thread::release_free_memory();
             host::attach_thread(None);
             drop(ini);
         })
