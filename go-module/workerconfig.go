@@ -25,7 +25,8 @@ import (
 // of on every request.
 type WorkerConfig struct {
 	// The worker script. In a site, a relative path is relative to the php_worker root
-	// when that root has no placeholders, else to Caddy's working directory.
+	// when that root has no placeholders, else to Caddy's working directory. A file that
+	// does not exist or cannot be read is refused when the config is adapted or loaded.
 	FileName string `json:"file_name,omitempty"`
 
 	// Threads running the script. Default: 2 × the number of CPUs.
@@ -34,7 +35,10 @@ type WorkerConfig struct {
 	// Restart the script after it served this many requests. Default: 0, never.
 	MaxRequests int `json:"max_requests,omitempty"`
 
-	// Name used in logs. Default: the absolute path of the script.
+	// Name used in logs and the admin API's thread list, and the worker's identity
+	// across config reloads: a reload restarts the worker of the same name beside the
+	// running one, which keeps serving until the new script is ready. Default: the
+	// absolute path of the script.
 	Name string `json:"name,omitempty"`
 
 	// Extra $_SERVER and getenv() values, while the script boots and in every request.
