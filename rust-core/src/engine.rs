@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::pool::Pool;
 use crate::request::Request;
-use crate::runtime::thread::{PHP_THREAD_STACK, PoolId, Registry, ThreadInfo};
+use crate::runtime::registry::{Registry, release_free_memory};
+use crate::runtime::thread::{PHP_THREAD_STACK, PoolId, ThreadInfo};
 use crate::php::sys::{self, ShimVars};
 
 /// The classic pool's id.
@@ -196,7 +197,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<MainThread> {
             let _ = stop_rx.recv();
             // SAFETY: every PHP thread has ended (Engine::shutdown joined them).
             unsafe { sys::pw_shim_engine_shutdown() };
-            crate::runtime::thread::release_free_memory();
+            release_free_memory();
             host::attach_thread(None);
             drop(ini);
         })

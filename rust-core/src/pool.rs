@@ -18,8 +18,9 @@ use crate::config::WorkerSpec;
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
 use crate::request::Request;
-use crate::runtime::thread::{Assignment, Command, PoolEvents, PoolId, Registry, Role, ThreadHandle, ThreadInfo, ThreadState};
-use crate::runtime::worker::Generation;
+use crate::runtime::generation::Generation;
+use crate::runtime::registry::Registry;
+use crate::runtime::thread::{Assignment, Command, PoolEvents, PoolId, Role, ThreadHandle, ThreadInfo, ThreadState};
 
 pub struct Pool {
     pub id: PoolId,

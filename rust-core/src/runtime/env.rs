@@ -17,21 +17,6 @@ use crate::php::guard::guard;
 use crate::php::sys::ShimVars;
 use crate::request::RequestContext;
 
-/// A thread's putenv() calls, and the last merged environment handed to C.
-#[derive(Default)]
-pub struct Overrides {
-    /// A value, or None for a name putenv() unset.
-    set: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    merged: Strings,
-}
-
-impl Overrides {
-    /// Forgets the thread's putenv() calls.
-    pub fn reset(&mut self) {
-        self.set.clear();
-    }
-}
-
 /// # Safety
 /// `ctx` is NULL or the live request context of this thread.
 unsafe fn request<'a>(ctx: *mut c_void) -> Option<&'a RequestContext> {

@@ -1,8 +1,12 @@
-//! PHP threads and what they run: the thread registry and the life of a thread
-//! (thread.rs), the classic loop (classic.rs), worker scripts (worker.rs), and the
-//! per-thread environment (env.rs).
+//! PHP threads and what they run, each module using only the ones before it:
+//! generation.rs (a worker generation's settings), thread.rs (a thread's state, commands
+//! and thread-local state), env.rs (the per-thread environment's hooks), classic.rs and
+//! worker.rs (the two loops, with the worker hooks), registry.rs (starting, running and
+//! joining threads).
 
-pub mod classic;
-pub mod env;
+pub mod generation;
 pub mod thread;
+pub mod env;
+pub mod classic;
 pub mod worker;
+pub mod registry;

@@ -1,25 +1,21 @@
-//! PHP threads: their shared state ([`ThreadInfo`], read by the thread list and the
-//! engine without calling PHP), the engine-wide [`Registry`] of them, and the life of
-//! one thread ([`PhpThread`]): take work from its pool, obey its pool's commands, move to
-//! another pool, end.
+//! A PHP thread's state: what other threads may read ([`ThreadInfo`], atomics the thread
+//! list and the engine read without calling PHP), what its pool tells it ([`Command`],
+//! [`Assignment`]), and its thread-local state ([`PhpThread`]): how it takes work from its
+//! pool and obeys its pool's commands.
 
 use std::cell::RefCell;
-use std::ffi::CString;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
 
-use super::env::Overrides;
-use super::worker::{Generation, Run};
-use super::{classic, worker};
-use crate::error::{Error, Result};
-use crate::host::{self, Host, Level};
-use crate::php::context::PhpContext;
+use super::generation::Generation;
+use crate::host::{Host, Level};
+use crate::layout::Strings;
 use crate::php::sys::{self, KillSlot};
-use crate::request::{Request, Scratch};
+use crate::request::{Request, RequestContext, Scratch};
 
 /// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
 pub type PoolId = u32;
@@ -115,12 +111,12 @@ pub struct ThreadSnapshot {
     pub worker: Option<Arc<str>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ThreadInfo {
-    fn new(index: usize, pool: PoolId, generation: u32) -> ThreadInfo {
+    pub(super) fn new(index: usize, pool: PoolId, generation: u32) -> ThreadInfo {
         ThreadInfo {
             index,
             state: AtomicU8::new(ThreadState::Starting as u8),
@@ -169,6 +165,16 @@ impl ThreadInfo {
         current.uri.clear();
     }
 
+    /// The thread serves this pool, generation and worker from now on.
+    pub(super) fn assign(&self, assignment: &Assignment) {
+        self.pool.store(assignment.pool, Ordering::Relaxed);
+        self.generation.store(assignment.generation(), Ordering::Relaxed);
+        *lock(&self.worker) = match &assignment.role {
+            Role::Classic => None,
+            Role::Worker(g) => Some(g.name.clone()),
+        };
+    }
+
     pub fn snapshot(&self) -> ThreadSnapshot {
         let current = lock(&self.current).clone();
         ThreadSnapshot {
@@ -184,7 +190,9 @@ impl ThreadInfo {
         }
     }
 
-    fn set_kill(&self, slot: Option<KillSlot>) {
+    /// Records what the thread's script needs to be stopped; None once its PHP context
+    /// is freed.
+    pub(super) fn set_kill(&self, slot: Option<KillSlot>) {
         *lock(&self.kill) = slot;
     }
 
@@ -227,7 +235,7 @@ pub enum Role {
 }
 
 impl Assignment {
-    fn generation(&self) -> u32 {
+    pub(super) fn generation(&self) -> u32 {
         match &self.role {
             Role::Classic => 0,
             Role::Worker(g) => g.id,
@@ -263,91 +271,13 @@ pub struct ThreadHandle {
 }
 
 impl ThreadHandle {
+    pub(super) fn new(info: Arc<ThreadInfo>, ctl: Sender<Command>) -> ThreadHandle {
+        ThreadHandle { info, ctl }
+    }
+
     /// Sends a command; false when the thread is gone.
     pub fn send(&self, command: Command) -> bool {
         self.ctl.send(command).is_ok()
-    }
-}
-
-/// Every PHP thread of an engine.
-#[derive(Default)]
-pub struct Registry {
-    slots: Mutex<Vec<Option<Slot>>>,
-    finished: Condvar,
-}
-
-struct Slot {
-    info: Arc<ThreadInfo>,
-    join: JoinHandle<()>,
-}
-
-impl Registry {
-    /// Starts a PHP thread serving `assignment`. The engine's main thread must be up.
-    pub fn spawn(self: &Arc<Self>, host: &Arc<Host>, assignment: Assignment) -> Result<ThreadHandle> {
-        let mut slots = lock(&self.slots);
-        // Reuse the index of a thread that ended.
-        let index = slots.iter().position(|s| s.as_ref().is_none_or(|s| s.info.state() == ThreadState::Done && s.join.is_finished()));
-        let index = match index {
-            Some(i) => {
-                if let Some(old) = slots[i].take() {
-                    let _ = old.join.join();
-                }
-                i
-            }
-            None => {
-                slots.push(None);
-                slots.len() - 1
-            }
-        };
-        let info = Arc::new(ThreadInfo::new(index, assignment.pool, assignment.generation()));
-        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
-        let (thread_info, thread_host, registry) = (info.clone(), host.clone(), self.clone());
-        let join = std::thread::Builder::new()
-            .name(info.name())
-            .stack_size(PHP_THREAD_STACK)
-            .spawn(move || run(thread_info, thread_host, registry, ctl_rx, assignment))
-            .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
-        slots[index] = Some(Slot { info: info.clone(), join });
-        Ok(ThreadHandle { info, ctl: ctl_tx })
-    }
-
-    /// Every thread that has not ended.
-    pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
-        lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done).map(|s| s.info.clone()).collect()
-    }
-
-    /// Stops every running script the way a timeout does; the count signalled.
-    pub fn kill_all(&self) -> usize {
-        self.threads().iter().filter(|t| t.kill()).count()
-    }
-
-    /// Waits until every thread has ended, or the deadline; true when they have.
-    pub fn wait_all_done(&self, deadline: Instant) -> bool {
-        let mut slots = lock(&self.slots);
-        loop {
-            if slots.iter().flatten().all(|s| s.info.state() == ThreadState::Done) {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            slots = self.finished.wait_timeout(slots, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
-    }
-
-    /// Joins every thread; call after [`Registry::wait_all_done`] said they ended.
-    pub fn join_all(&self) {
-        let slots = std::mem::take(&mut *lock(&self.slots));
-        for slot in slots.into_iter().flatten() {
-            let _ = slot.join.join();
-        }
-    }
-
-    fn thread_done(&self, info: &ThreadInfo) {
-        let _slots = lock(&self.slots);
-        info.set_state(ThreadState::Done);
-        self.finished.notify_all();
     }
 }
 
@@ -385,9 +315,40 @@ pub struct PhpThread {
     /// Response buffers reused by every request of the thread.
     pub scratch: Scratch,
     /// The thread's putenv() calls.
-    pub env: Overrides,
+    pub env: EnvOverrides,
     /// The worker script running on the thread, if any.
-    pub run: Option<Run>,
+    pub run: Option<WorkerRun>,
+}
+
+/// A thread's putenv() calls (src/runtime/env.rs), and the last merged environment
+/// handed to C.
+#[derive(Default)]
+pub struct EnvOverrides {
+    /// A value, or None for a name putenv() unset.
+    pub(super) set: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) merged: Strings,
+}
+
+impl EnvOverrides {
+    /// Forgets the thread's putenv() calls.
+    pub fn reset(&mut self) {
+        self.set.clear();
+    }
+}
+
+/// The worker state of a thread during one run of its script (src/runtime/worker.rs).
+pub struct WorkerRun {
+    pub(super) generation: Arc<Generation>,
+    /// The boot/idle context; its output goes to the log. Owned here, lent to PHP.
+    pub(super) idle: *mut RequestContext,
+    /// The HTTP request PHP is handling, if any. Owned here, lent to PHP.
+    pub(super) in_flight: *mut RequestContext,
+    pub(super) handled: u64,
+    pub(super) reached_handle_request: bool,
+    /// A request ended badly (exit() or a failure in its startup, handler or shutdown).
+    pub(super) request_failed: bool,
+    /// Why frankenphp_handle_request() returned false, when the thread must leave.
+    pub(super) leave: Option<Leave>,
 }
 
 thread_local! {
@@ -411,6 +372,34 @@ enum Message {
 }
 
 impl PhpThread {
+    /// Makes the calling OS thread a PHP thread with this state.
+    pub(super) fn install(info: Arc<ThreadInfo>, host: Arc<Host>, ctl: Receiver<Command>, assignment: Assignment) {
+        CURRENT.with(|t| {
+            *t.borrow_mut() = Some(PhpThread {
+                info,
+                host,
+                ctl,
+                assignment,
+                draining: false,
+                leaving: None,
+                scratch: Scratch::default(),
+                env: EnvOverrides::default(),
+                run: None,
+            })
+        });
+    }
+
+    /// Frees the calling thread's state.
+    pub(super) fn uninstall() {
+        CURRENT.with(|t| t.borrow_mut().take());
+    }
+
+    /// Serves another assignment (the thread moved pools); returns the previous one.
+    pub(super) fn switch(&mut self, assignment: Assignment) -> Assignment {
+        self.draining = false;
+        std::mem::replace(&mut self.assignment, assignment)
+    }
+
     /// Blocks for the next request of the thread's pool, or for a command that makes it
     /// leave. Commands that do not (Activate, Drain) are handled here.
     pub fn next_job(&mut self) -> Job {
@@ -479,80 +468,5 @@ impl PhpThread {
     /// Logs on behalf of this thread, outside any request.
     pub fn log(&self, level: Level, message: &str) {
         self.host.log(0, level, message);
-    }
-}
-
-/// The body of a PHP thread.
-fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Receiver<Command>, assignment: Assignment) {
-    host::attach_thread(Some(host.clone()));
-    CURRENT.with(|t| {
-        *t.borrow_mut() = Some(PhpThread {
-            info: info.clone(),
-            host: host.clone(),
-            ctl,
-            assignment,
-            draining: false,
-            leaving: None,
-            scratch: Scratch::default(),
-            env: Overrides::default(),
-            run: None,
-        })
-    });
-    let name = CString::new(info.name()).unwrap_or_default();
-    loop {
-        info.set_state(ThreadState::Starting);
-        // SAFETY: pools spawn threads only while the engine's main thread is up, and the
-        // engine waits for every thread to end before it stops PHP.
-        let context = unsafe { PhpContext::new(&name) };
-        info.set_kill(Some(context.kill_slot()));
-        let fresh = serve(&info);
-        info.set_kill(None);
-        drop(context);
-        release_free_memory();
-        if !fresh {
-            break;
-        }
-        host.log(0, Level::Warn, &format!("PHP thread {} restarted after an unrecoverable error", info.name()));
-    }
-    let events = with_thread(|t| t.assignment.events.clone());
-    events.left(&info);
-    CURRENT.with(|t| t.borrow_mut().take());
-    host::attach_thread(None);
-    registry.thread_done(&info);
-}
-
-/// Returns the memory malloc keeps free to the OS. A PHP context freed leaves holes in
-/// malloc's arenas that a later thread may never fill (a reload boots new threads beside
-/// the old ones): without this, every reload would leave the process a little bigger.
-pub fn release_free_memory() {
-    // SAFETY: malloc_trim only walks malloc's own arenas, under their locks.
-    unsafe { libc::malloc_trim(0) };
-}
-
-/// Serves assignments on one PHP context; true when the thread needs a fresh context.
-fn serve(info: &ThreadInfo) -> bool {
-    loop {
-        let (role, pool, generation) = with_thread(|t| (t.assignment.role.clone(), t.assignment.pool, t.assignment.generation()));
-        info.pool.store(pool, Ordering::Relaxed);
-        info.generation.store(generation, Ordering::Relaxed);
-        *lock(&info.worker) = match &role {
-            Role::Classic => None,
-            Role::Worker(g) => Some(g.name.clone()),
-        };
-        let next = match role {
-            Role::Classic => classic::serve(),
-            Role::Worker(generation) => worker::serve(&generation),
-        };
-        match next {
-            Next::FreshContext => return true,
-            Next::Leave(Leave::Exit) => return false,
-            Next::Leave(Leave::Join(assignment)) => {
-                let old = with_thread(|t| {
-                    t.draining = false;
-                    std::mem::replace(&mut t.assignment, assignment)
-                });
-                old.events.left(info);
-            }
-        }
     }
 }

@@ -13,86 +13,17 @@
 
 use std::ptr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::thread::{Job, Leave, Next, ThreadState, with_thread};
+use super::generation::{FIRST_BOOT_BACKOFF, Generation};
+use super::thread::{Job, Leave, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
 use crate::abi::types::Field;
-use crate::config::WorkerSpec;
-use crate::host::{Host, Level};
+use crate::host::Level;
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
 use crate::request::{Request, RequestContext, Scratch, Sink};
-
-const FIRST_BOOT_BACKOFF: Duration = Duration::from_millis(100);
-
-/// The settings a set of worker threads boots with, and whether they take requests.
-pub struct Generation {
-    pub id: u32,
-    /// The worker's name, for logs and the thread list.
-    pub name: Arc<str>,
-    pub spec: WorkerSpec,
-    pub max_boot_backoff: Duration,
-    active: AtomicBool,
-}
-
-impl Generation {
-    pub fn new(id: u32, spec: WorkerSpec, active: bool) -> Generation {
-        let max_boot_backoff = Duration::from_millis(spec.max_boot_backoff_ms).max(FIRST_BOOT_BACKOFF);
-        Generation { id, name: spec.name.as_str().into(), spec, max_boot_backoff, active: AtomicBool::new(active) }
-    }
-
-    pub fn is_active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
-    }
-
-    /// From now on its threads take requests (the pool wakes them).
-    pub fn activate(&self) {
-        self.active.store(true, Ordering::Release);
-    }
-
-    /// The request a worker script sees while it boots and between requests: a GET of
-    /// the script itself, with the worker's environment.
-    fn idle_request(&self, host: &Arc<Host>) -> Box<Request> {
-        let file = self.spec.file.as_str();
-        let (dir, base) = file.rsplit_once('/').unwrap_or(("", file));
-        let dir = if dir.is_empty() { "/" } else { dir };
-        let uri = format!("/{base}");
-        let mut fields = vec![""; Field::Count as usize];
-        fields[Field::Method as usize] = "GET";
-        fields[Field::RequestUri as usize] = &uri;
-        fields[Field::ScriptFilename as usize] = file;
-        fields[Field::Protocol as usize] = "HTTP/1.1";
-        let mut vars: Vec<(&str, &str)> = vec![
-            ("SCRIPT_FILENAME", file),
-            ("SCRIPT_NAME", &uri),
-            ("PHP_SELF", &uri),
-            ("DOCUMENT_ROOT", dir),
-            ("REQUEST_METHOD", "GET"),
-            ("REQUEST_URI", &uri),
-            ("SERVER_SOFTWARE", "Caddy php_worker"),
-        ];
-        vars.extend(self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        Request::synthetic(host.clone(), &fields, &vars, self.spec.env.len())
-    }
-}
-
-/// The worker state of a thread during one run of its script.
-pub struct Run {
-    generation: Arc<Generation>,
-    /// The boot/idle context; its output goes to the log. Owned here, lent to PHP.
-    idle: *mut RequestContext,
-    /// The HTTP request PHP is handling, if any. Owned here, lent to PHP.
-    in_flight: *mut RequestContext,
-    handled: u64,
-    reached_handle_request: bool,
-    /// A request ended badly (exit() or a failure in its startup, handler or shutdown).
-    request_failed: bool,
-    /// Why frankenphp_handle_request() returned false, when the thread must leave.
-    leave: Option<Leave>,
-}
 
 /// How one run of the script ended.
 struct ScriptEnd {
@@ -145,14 +76,16 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
         }
         failures += 1;
         let backoff = boot_backoff(failures, generation.max_boot_backoff);
+        info.set_state(ThreadState::Backoff);
+        let nobody_serves = events.boot_failing(&info, true);
         log(Level::Error, &format!(
             "worker {worker}: script failed before reaching frankenphp_handle_request() on thread {thread} \
-             (exit status {}, attempt {failures}); retrying in {} ms",
+             (exit status {}, attempt {failures}); retrying in {} ms{}",
             end.outcome.exit_status,
-            backoff.as_millis()
+            backoff.as_millis(),
+            if nobody_serves { "" } else { "; the worker's running threads keep serving meanwhile" }
         ));
-        info.set_state(ThreadState::Backoff);
-        if events.boot_failing(&info, true) {
+        if nobody_serves {
             answer_waiting_requests(worker, &queue, backoff);
         }
         if let Some(leave) = with_thread(|t| t.wait_for_leave(backoff)) {
@@ -196,7 +129,7 @@ fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
     // SAFETY: `idle` is live until reclaimed below.
     let boot = unsafe { (*idle).shim() };
     with_thread(|t| {
-        t.run = Some(Run {
+        t.run = Some(WorkerRun {
             generation: generation.clone(),
             idle,
             in_flight: ptr::null_mut(),
@@ -240,7 +173,7 @@ fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
     end
 }
 
-fn with_run<T>(fallback: T, f: impl FnOnce(&mut super::thread::PhpThread) -> T) -> T {
+fn with_run<T>(fallback: T, f: impl FnOnce(&mut PhpThread) -> T) -> T {
     guard(fallback, || {
         with_thread(|t| {
             assert!(t.run.is_some(), "worker hook called outside a worker script");
@@ -252,7 +185,7 @@ fn with_run<T>(fallback: T, f: impl FnOnce(&mut super::thread::PhpThread) -> T) 
 /// True on a thread running a worker script.
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_worker_active() -> bool {
-    guard(false, || super::thread::try_with_thread(|t| t.run.is_some()).unwrap_or(false))
+    guard(false, || try_with_thread(|t| t.run.is_some()).unwrap_or(false))
 }
 
 /// Waits for the next request and fills `*req` with it: true. When the script must stop

@@ -1,0 +1,65 @@
+//! A worker generation: the settings a set of worker threads boots with, and whether
+//! they take requests yet (src/pool.rs starts, activates and retires generations).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::abi::types::Field;
+use crate::config::WorkerSpec;
+use crate::host::Host;
+use crate::request::Request;
+
+/// The first pause after a worker script failed to boot; it doubles up to the spec's cap.
+pub const FIRST_BOOT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The settings a set of worker threads boots with, and whether they take requests.
+pub struct Generation {
+    pub id: u32,
+    /// The worker's name, for logs and the thread list.
+    pub name: Arc<str>,
+    pub spec: WorkerSpec,
+    pub max_boot_backoff: Duration,
+    active: AtomicBool,
+}
+
+impl Generation {
+    pub fn new(id: u32, spec: WorkerSpec, active: bool) -> Generation {
+        let max_boot_backoff = Duration::from_millis(spec.max_boot_backoff_ms).max(FIRST_BOOT_BACKOFF);
+        Generation { id, name: spec.name.as_str().into(), spec, max_boot_backoff, active: AtomicBool::new(active) }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// From now on its threads take requests (the pool wakes them).
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// The request a worker script sees while it boots and between requests: a GET of
+    /// the script itself, with the worker's environment.
+    pub(super) fn idle_request(&self, host: &Arc<Host>) -> Box<Request> {
+        let file = self.spec.file.as_str();
+        let (dir, base) = file.rsplit_once('/').unwrap_or(("", file));
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let uri = format!("/{base}");
+        let mut fields = vec![""; Field::Count as usize];
+        fields[Field::Method as usize] = "GET";
+        fields[Field::RequestUri as usize] = &uri;
+        fields[Field::ScriptFilename as usize] = file;
+        fields[Field::Protocol as usize] = "HTTP/1.1";
+        let mut vars: Vec<(&str, &str)> = vec![
+            ("SCRIPT_FILENAME", file),
+            ("SCRIPT_NAME", &uri),
+            ("PHP_SELF", &uri),
+            ("DOCUMENT_ROOT", dir),
+            ("REQUEST_METHOD", "GET"),
+            ("REQUEST_URI", &uri),
+            ("SERVER_SOFTWARE", "Caddy php_worker"),
+        ];
+        vars.extend(self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        Request::synthetic(host.clone(), &fields, &vars, self.spec.env.len())
+    }
+}

@@ -1,0 +1,164 @@
+//! The engine's PHP threads: the [`Registry`] that starts and joins them, and the life of
+//! one: its PHP context, the loop of its role (classic.rs or worker.rs), moving to
+//! another pool, ending.
+
+use std::ffi::CString;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+
+use super::thread::{
+    Assignment, Command, Leave, Next, PHP_THREAD_STACK, PhpThread, Role, ThreadHandle, ThreadInfo, ThreadState, lock,
+    with_thread,
+};
+use super::{classic, worker};
+use crate::error::{Error, Result};
+use crate::host::{self, Host, Level};
+use crate::php::context::PhpContext;
+
+/// Every PHP thread of an engine.
+#[derive(Default)]
+pub struct Registry {
+    slots: Mutex<Vec<Option<Slot>>>,
+    finished: Condvar,
+}
+
+struct Slot {
+    info: Arc<ThreadInfo>,
+    join: JoinHandle<()>,
+}
+
+impl Registry {
+    /// Starts a PHP thread serving `assignment`. The engine's main thread must be up.
+    pub fn spawn(self: &Arc<Self>, host: &Arc<Host>, assignment: Assignment) -> Result<ThreadHandle> {
+        let mut slots = lock(&self.slots);
+        // Reuse the index of a thread that ended.
+        let index = slots.iter().position(|s| s.as_ref().is_none_or(|s| s.info.state() == ThreadState::Done && s.join.is_finished()));
+        let index = match index {
+            Some(i) => {
+                if let Some(old) = slots[i].take() {
+                    let _ = old.join.join();
+                }
+                i
+            }
+            None => {
+                slots.push(None);
+                slots.len() - 1
+            }
+        };
+        let info = Arc::new(ThreadInfo::new(index, assignment.pool, assignment.generation()));
+        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let (thread_info, thread_host, registry) = (info.clone(), host.clone(), self.clone());
+        let join = std::thread::Builder::new()
+            .name(info.name())
+            .stack_size(PHP_THREAD_STACK)
+            .spawn(move || run(thread_info, thread_host, registry, ctl_rx, assignment))
+            .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
+        slots[index] = Some(Slot { info: info.clone(), join });
+        Ok(ThreadHandle::new(info, ctl_tx))
+    }
+
+    /// Every thread that has not ended.
+    pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
+        lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done).map(|s| s.info.clone()).collect()
+    }
+
+    /// Stops every running script the way a timeout does; the count signalled.
+    pub fn kill_all(&self) -> usize {
+        self.threads().iter().filter(|t| t.kill()).count()
+    }
+
+    /// Waits until every thread has ended, or the deadline; true when they have.
+    pub fn wait_all_done(&self, deadline: Instant) -> bool {
+        let mut slots = lock(&self.slots);
+        loop {
+            if slots.iter().flatten().all(|s| s.info.state() == ThreadState::Done) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            slots = self.finished.wait_timeout(slots, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Joins every thread; call after [`Registry::wait_all_done`] said they ended.
+    pub fn join_all(&self) {
+        let slots = std::mem::take(&mut *lock(&self.slots));
+        for slot in slots.into_iter().flatten() {
+            let _ = slot.join.join();
+        }
+    }
+
+    fn thread_done(&self, info: &ThreadInfo) {
+        let _slots = lock(&self.slots);
+        info.set_state(ThreadState::Done);
+        self.finished.notify_all();
+    }
+}
+
+/// The body of a PHP thread.
+fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Receiver<Command>, assignment: Assignment) {
+    host::attach_thread(Some(host.clone()));
+    PhpThread::install(info.clone(), host.clone(), ctl, assignment);
+    let name = CString::new(info.name()).unwrap_or_default();
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        info.set_state(ThreadState::Starting);
+        // SAFETY: pools spawn threads only while the engine's main thread is up, and the
+        // engine waits for every thread to end before it stops PHP.
+        let context = unsafe { PhpContext::new(&name) };
+        info.set_kill(Some(context.kill_slot()));
+        let fresh = serve(&info);
+        info.set_kill(None);
+        drop(context);
+        release_free_memory();
+        if !fresh {
+            break;
+        }
+        host.log(0, Level::Warn, &format!("PHP thread {} restarted after an unrecoverable error", info.name()));
+    }));
+    if let Err(panic) = served {
+        // A bug in the thread's own loop (hooks catch their own): the thread ends, and
+        // the engine must not wait for it.
+        info.set_kill(None);
+        host.log(0, Level::Error, &format!("PHP thread {} ended on an internal error: {}", info.name(), crate::error::panic_message(&*panic)));
+    }
+    let events = with_thread(|t| t.assignment.events.clone());
+    events.left(&info);
+    PhpThread::uninstall();
+    host::attach_thread(None);
+    registry.thread_done(&info);
+}
+
+/// Returns the memory malloc keeps free to the OS. A PHP context freed leaves holes in
+/// malloc's arenas that a later thread may never fill (a reload boots new threads beside
+/// the old ones): without this, every reload would leave the process a little bigger.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks malloc's own arenas, under their locks.
+    unsafe { libc::malloc_trim(0) };
+}
+
+/// Serves assignments on one PHP context; true when the thread needs a fresh context.
+fn serve(info: &ThreadInfo) -> bool {
+    loop {
+        let role = with_thread(|t| {
+            info.assign(&t.assignment);
+            t.assignment.role.clone()
+        });
+        let next = match role {
+            Role::Classic => classic::serve(),
+            Role::Worker(generation) => worker::serve(&generation),
+        };
+        match next {
+            Next::FreshContext => return true,
+            Next::Leave(Leave::Exit) => return false,
+            Next::Leave(Leave::Join(assignment)) => {
+                let old = with_thread(|t| t.switch(assignment));
+                old.events.left(info);
+            }
+        }
+    }
+}
