@@ -157,10 +157,11 @@ class Server:
 class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
-    def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None):
+    def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY):
         super().__init__()
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
         self.env = env or {}
+        self.binary = binary
         mode = "worker" if worker else "classic"
         self.name = label or f"php_worker {mode}, {threads} threads"
 
@@ -206,8 +207,8 @@ class PhpWorker(Server):
         self.log_file = open(d / "caddy.log", "wb")
         env = dict(os.environ, PHP_WORKER_COUNT_CROSSINGS="1", XDG_CONFIG_HOME=str(d), XDG_DATA_HOME=str(d),
                    **{k: str(v) for k, v in self.env.items()})
-        self.proc = subprocess.Popen([str(CADDY), "run", "--config", str(d / "Caddyfile"), "--adapter", "caddyfile"],
-                                     stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
+        self.proc = subprocess.Popen([str(self.binary), "run", "--config", str(d / "Caddyfile"), "--adapter",
+                                      "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
         wait_port(self.port, self.proc)
 
     def crossings(self):
@@ -406,25 +407,30 @@ class Run:
 
 # ---- workloads -----------------------------------------------------------------------
 
-def hello_servers():
-    return [
+def hello_servers(baseline=None):
+    servers = [
         PhpWorker("hello", threads=4, worker="worker.php"),
         PhpWorker("hello", threads=4),
         NginxFpm("hello", children=4),
         CaddyRespond(),
     ]
+    if baseline:
+        # Another build of php_worker (an earlier commit), measured in the same rounds.
+        servers.insert(1, PhpWorker("hello", threads=4, worker="worker.php", binary=baseline,
+                                    label="php_worker worker, 4 threads (baseline build)"))
+    return servers
 
 
 def is_hello(body):
     return body == b"Hello, world!"
 
 
-def workload_hello(q):
+def workload_hello(q, baseline=None):
     """Hello world: maximum throughput (closed loop, 64 connections), then latency at a
     fixed rate of half each server's maximum. The servers run side by side and the
     maximum is the median of rounds that visit each in turn, so a slow minute of a
     shared machine does not land on one server only."""
-    servers = hello_servers()
+    servers = hello_servers(baseline)
     runs = [Run(server, "/", is_hello) for server in servers]
     for run in runs:
         run.__enter__()
@@ -450,7 +456,7 @@ def workload_hello(q):
             seen[server.name] += steady["ok"] + steady["bad"]
             row = {"server": server.name, "peak": peak, "peaks": [r["ok_rps"] for r in ordered], "rate": half,
                    "steady": steady}
-            if not q and isinstance(server, PhpWorker) and server.worker:
+            if not q and isinstance(server, PhpWorker) and server.worker and server.binary == CADDY:
                 row["profile"] = profile(server)
                 seen[server.name] += row["profile"].get("requests", 0)
             rows.append(row)
@@ -987,6 +993,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
     parser.add_argument("--only", nargs="*", choices=["hello", "boot", "io", "memory"], help="run these workloads")
+    parser.add_argument("--baseline", metavar="CADDY", type=Path,
+                        help="also measure hello world in worker mode with this other php_worker build, in the same "
+                             "rounds (with --only hello: a before/after comparison)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
@@ -1003,7 +1012,12 @@ def main():
     results = {}
     if "hello" in selected:
         log("== hello world")
-        results["hello"] = workload_hello(q)
+        results["hello"] = workload_hello(q, args.baseline)
+        if args.baseline:
+            for row in results["hello"]["rows"]:
+                if row["server"].startswith("php_worker worker"):
+                    log(f"  {row['server']}: median {row['peak']['ok_rps']:,.0f} req/s, rounds {row['peaks']}, "
+                        f"p50 {row['steady']['p50_ms']:.2f} ms / p99 {row['steady']['p99_ms']:.2f} ms at {row['rate']} req/s")
     if "boot" in selected:
         log("== framework boot cost")
         results["boot"] = workload_boot(q)
