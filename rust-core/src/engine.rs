@@ -2,7 +2,6 @@
 //! startup and shutdown), the registry of PHP threads and the table of pools, keyed by
 //! the ids the host chose.
 
-use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, mpsc};
@@ -36,7 +35,8 @@ struct MainThread {
 pub struct Engine {
     host: Arc<Host>,
     registry: Arc<Registry>,
-    pools: RwLock<HashMap<PoolId, Arc<Pool>>>,
+    /// A handful of pools, found by a scan (cheaper per request than hashing).
+    pools: RwLock<Vec<Arc<Pool>>>,
     queue_capacity: usize,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
@@ -60,7 +60,7 @@ impl Engine {
         Ok(Engine {
             host,
             registry,
-            pools: RwLock::new(HashMap::from([(CLASSIC, classic)])),
+            pools: RwLock::new(vec![classic]),
             queue_capacity: config.queue_capacity,
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
@@ -79,7 +79,7 @@ impl Engine {
             return Err(Error::Stopped);
         }
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
-        match pools.get(&pool) {
+        match pools.iter().find(|p| p.id == pool) {
             Some(p) => p.submit(request),
             None => {
                 request.disown();
@@ -92,11 +92,12 @@ impl Engine {
         if !self.running.load(Ordering::Acquire) {
             return Err(Error::Stopped);
         }
-        self.pools.read().unwrap_or_else(|e| e.into_inner()).get(&id).cloned().ok_or(Error::UnknownPool(id))
+        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
+        pools.iter().find(|p| p.id == id).cloned().ok_or(Error::UnknownPool(id))
     }
 
     pub fn pools(&self) -> Vec<Arc<Pool>> {
-        let mut pools: Vec<_> = self.pools.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let mut pools = self.pools.read().unwrap_or_else(|e| e.into_inner()).clone();
         pools.sort_by_key(|p| p.id);
         pools
     }
@@ -107,12 +108,12 @@ impl Engine {
             return Err(Error::Stopped);
         }
         let mut pools = self.pools.write().unwrap_or_else(|e| e.into_inner());
-        if pools.contains_key(&id) {
+        if pools.iter().any(|p| p.id == id) {
             return Err(Error::Pool(id, "a pool with this id exists".into()));
         }
         let (name, num) = (spec.name.clone(), spec.num);
         let pool = Pool::worker(id, spec, self.queue_capacity, &self.host, &self.registry)?;
-        pools.insert(id, pool);
+        pools.push(pool);
         self.host.log(0, Level::Info, &format!("worker {name}: starting {num} threads"));
         Ok(())
     }
@@ -123,7 +124,11 @@ impl Engine {
         if id == CLASSIC {
             return Err(Error::Pool(id, "the classic pool cannot be deleted".into()));
         }
-        let pool = self.pools.write().unwrap_or_else(|e| e.into_inner()).remove(&id).ok_or(Error::UnknownPool(id))?;
+        let pool = {
+            let mut pools = self.pools.write().unwrap_or_else(|e| e.into_inner());
+            let i = pools.iter().position(|p| p.id == id).ok_or(Error::UnknownPool(id))?;
+            pools.swap_remove(i)
+        };
         pool.drain();
         Ok(())
     }
@@ -141,7 +146,7 @@ impl Engine {
             return;
         };
         self.running.store(false, Ordering::Release);
-        let pools: Vec<Arc<Pool>> = self.pools.write().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, p)| p).collect();
+        let pools: Vec<Arc<Pool>> = std::mem::take(&mut *self.pools.write().unwrap_or_else(|e| e.into_inner()));
         for pool in &pools {
             pool.drain();
         }

@@ -160,13 +160,11 @@ impl ThreadInfo {
         current.uri.push_str(&String::from_utf8_lossy(&uri[..uri.len().min(MAX_SHOWN_URI)]));
     }
 
-    /// A request ended; `memory` is what PHP used when it ended.
+    /// A request ended; `memory` is what PHP used when it ended. The thread stays busy
+    /// until it waits for the next one.
     pub fn end_request(&self, memory: usize) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.memory.store(memory as u64, Ordering::Relaxed);
-        let mut current = lock(&self.current);
-        current.method.clear();
-        current.uri.clear();
     }
 
     /// The thread serves this pool, generation and worker from now on.
@@ -180,10 +178,13 @@ impl ThreadInfo {
     }
 
     pub fn snapshot(&self) -> ThreadSnapshot {
-        let current = lock(&self.current).clone();
+        let state = self.state();
+        // The request shown is the one a busy thread runs; it is not cleared when the
+        // request ends, which would cost the request path a second lock.
+        let current = if state == ThreadState::Busy { lock(&self.current).clone() } else { CurrentRequest::default() };
         ThreadSnapshot {
             index: self.index,
-            state: self.state(),
+            state,
             pool: self.pool(),
             generation: self.generation.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),

@@ -196,13 +196,13 @@ pub extern "C" fn pw_rs_worker_active() -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
     with_run(false, |t| {
-        let events = t.assignment.events.clone();
         let run = t.run.as_mut().expect("checked by with_run");
         let first = !run.reached_handle_request;
         run.reached_handle_request = true;
         let limit = run.generation.spec.max_requests;
         let stop = run.leave.is_some() || (limit != 0 && run.handled >= limit);
         if first {
+            let events = &t.assignment.events;
             events.boot_failing(&t.info, false);
             events.booted(&t.info);
         }
