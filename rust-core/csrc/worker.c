@@ -189,6 +189,20 @@ static ZEND_NORETURN void pw_abandon_script(void)
 	zend_bailout();
 }
 
+/* Ends the request in flight: its trimmed shutdown, then its response, failed when
+ * `failed` or when the shutdown failed, in which case the script is ended. */
+static void pw_end_request(bool failed)
+{
+	bool ok = pw_worker_request_shutdown();
+	if (!ok) {
+		pw_report_pending_exception();
+	}
+	pw_rs_worker_done(failed || !ok, zend_memory_usage(0));
+	if (!ok) {
+		pw_abandon_script();
+	}
+}
+
 /* Starts the idle pseudo-request, so code after the worker's loop (and PHP's own
  * request shutdown) runs against an active request whose output goes to the log. */
 static bool pw_start_idle_request(void)
@@ -242,14 +256,7 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 	}
 	if (pw_body_failed_at_startup()) {
 		/* As in pw_shim_run_script: no handler on part of a form body; 408. */
-		bool ok = pw_worker_request_shutdown();
-		if (!ok) {
-			pw_report_pending_exception();
-		}
-		pw_rs_worker_done(!ok, zend_memory_usage(0));
-		if (!ok) {
-			pw_abandon_script();
-		}
+		pw_end_request(false);
 		RETURN_TRUE;
 	}
 
@@ -272,12 +279,8 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		 * without the pending unwind, then put it back. */
 		zend_object *unwind = EG(exception);
 		EG(exception) = NULL;
-		bool ok = pw_worker_request_shutdown();
-		if (!ok) {
-			pw_report_pending_exception();
-		}
-		pw_rs_worker_done(true, zend_memory_usage(0));
-		if (!ok || !pw_start_idle_request()) {
+		pw_end_request(true); /* an abandoned script's request shutdown frees `unwind` */
+		if (!pw_start_idle_request()) {
 			OBJ_RELEASE(unwind);
 			pw_report_pending_exception();
 			pw_abandon_script();
@@ -286,13 +289,6 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		RETURN_TRUE;
 	}
 
-	bool ok = pw_worker_request_shutdown();
-	if (!ok) {
-		pw_report_pending_exception();
-	}
-	pw_rs_worker_done(!ok, zend_memory_usage(0));
-	if (!ok) {
-		pw_abandon_script();
-	}
+	pw_end_request(false);
 	RETURN_TRUE;
 }
