@@ -24,6 +24,30 @@ function fault(string $kind): void
     }
 }
 
+// Fails now ("now": before any output is sent), or when the request's output is flushed
+// ("shutdown": from an output buffer callback, after the script or handler returned), or
+// in a shutdown function ("shutdown-function", classic mode).
+function fault_in(string $phase, string $kind): void
+{
+    switch ($phase) {
+        case 'now':
+            echo "before the fault\n";
+            fault($kind);
+            break;
+        case 'shutdown':
+            ob_start(function (string $buffer) use ($kind) {
+                fault($kind);
+                return $buffer;
+            });
+            break;
+        case 'shutdown-function':
+            register_shutdown_function(function () use ($kind) {
+                fault($kind);
+            });
+            break;
+    }
+}
+
 // Fails when a session that holds it is read: PHP code inside request startup.
 class FaultOnWakeup
 {

@@ -12,20 +12,8 @@ $held = str_repeat('h', (int) (getenv('HOLD_MB') ?: 0) << 20); // memory the boo
 $served = 0;
 while (frankenphp_handle_request(function () use (&$served) {
     $served++;
-    $kind = $_GET['kind'] ?? '';
-    switch ($_GET['phase'] ?? '') {
-        case 'handler':
-            echo "before the fault\n";
-            fault($kind);
-            break;
-        case 'shutdown':
-            // Runs when the request's output is flushed, after the handler returned.
-            ob_start(function (string $buffer) use ($kind) {
-                fault($kind);
-                return $buffer;
-            });
-            break;
-    }
+    $phase = $_GET['phase'] ?? '';
+    fault_in($phase === 'handler' ? 'now' : $phase, $_GET['kind'] ?? '');
     echo 'served:', $served, ' session:', session_status() === PHP_SESSION_ACTIVE ? 'active' : 'none';
 })) {
 }
