@@ -69,6 +69,12 @@ cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 recipe_version=3
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
 
+# One build at a time: a second run (another shell sourcing scripts/env.sh) waits for
+# the first instead of deleting its build directory, then reuses what it built.
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.lock"
+flock 9
+
 # Newest source version first; the newest listed can 404, so we fall back in order.
 mapfile -t versions < <(apt-cache showsrc php8.2 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vr | uniq)
 [ ${#versions[@]} -gt 0 ] || { log "apt has no php8.2 source package; run scripts/install-deps.sh"; exit 1; }
