@@ -200,10 +200,7 @@ func (a *App) Cleanup() error {
 		return nil
 	}
 	for i := range a.Workers {
-		if w := &a.Workers[i]; w.pool != nil {
-			releasePool(w.pool.key)
-			w.pool = nil
-		}
+		a.Workers[i].releasePool()
 	}
 	return nil
 }

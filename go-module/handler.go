@@ -176,10 +176,7 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 // Cleanup releases the pools of the handler's workers.
 func (h *Handler) Cleanup() error {
 	for i := range h.Workers {
-		if w := &h.Workers[i]; w.pool != nil {
-			releasePool(w.pool.key)
-			w.pool = nil
-		}
+		h.Workers[i].releasePool()
 	}
 	return nil
 }

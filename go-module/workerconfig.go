@@ -53,9 +53,10 @@ type WorkerConfig struct {
 	// frankenphp_handle_request(). Pauses start at 100ms and double. Default: 5s.
 	MaxBootBackoff caddy.Duration `json:"max_boot_backoff,omitempty"`
 
-	pool    *workerPool // the pool this config holds, from its Provision to its Cleanup
-	env     [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
-	matcher caddyhttp.MatchPath
+	pool     *workerPool // the pool this config holds, from its Provision to its Cleanup
+	released bool
+	env      [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
+	matcher  caddyhttp.MatchPath
 }
 
 // provision makes the file absolute (relative to base), fills defaults and prepares
@@ -125,6 +126,16 @@ func workerFile(file, base string) (string, error) {
 		return "", fmt.Errorf("worker file %s cannot be read: %w", abs, err)
 	}
 	return abs, nil
+}
+
+// releasePool drops the config's reference to the worker's pool, once. The pointer
+// stays: a request still running in a config being cleaned up keeps a valid id (its
+// pool, gone, answers it 503 after the wait).
+func (w *WorkerConfig) releasePool() {
+	if w.pool != nil && !w.released {
+		w.released = true
+		releasePool(w.pool.key)
+	}
 }
 
 func (w *WorkerConfig) matches(r *http.Request) bool {
