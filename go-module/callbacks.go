@@ -7,6 +7,8 @@ package phpworker
 import "C"
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/textproto"
 	"sync"
@@ -48,23 +50,65 @@ func goPhpWorkerReadBody(handle C.size_t, buf *C.uint8_t, n C.size_t) C.int64_t 
 }
 
 //export goPhpWorkerLog
-func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t) {
+func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t, fields *C.uint8_t, fieldsLen C.size_t) {
 	countOut()
 	log := appLogger()
 	if handle != 0 {
 		log = lookupRequest(uintptr(handle)).logger()
 	}
 	text := C.GoStringN((*C.char)(unsafe.Pointer(msg)), C.int(n))
+	var zf []zap.Field
+	if fieldsLen > 0 {
+		zf = logFields(unsafe.Slice((*byte)(unsafe.Pointer(fields)), int(fieldsLen)))
+	}
 	switch level {
 	case C.PHP_WORKER_LOG_ERROR:
-		log.Error(text)
+		log.Error(text, zf...)
 	case C.PHP_WORKER_LOG_WARN:
-		log.Warn(text)
+		log.Warn(text, zf...)
 	case C.PHP_WORKER_LOG_INFO:
-		log.Info(text)
+		log.Info(text, zf...)
 	default:
-		log.Debug(text)
+		log.Debug(text, zf...)
 	}
+}
+
+// logFields turns the core's JSON object of log fields into zap fields, in order:
+// integers stay integers, so the fields keep their types in the log.
+func logFields(raw []byte) []zap.Field {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return []zap.Field{zap.ByteString("fields", raw)}
+	}
+	var out []zap.Field
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := t.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		switch v := v.(type) {
+		case string:
+			out = append(out, zap.String(key, v))
+		case bool:
+			out = append(out, zap.Bool(key, v))
+		case json.Number:
+			if i, err := v.Int64(); err == nil {
+				out = append(out, zap.Int64(key, i))
+			} else if f, err := v.Float64(); err == nil {
+				out = append(out, zap.Float64(key, f))
+			}
+		case nil:
+		default:
+			out = append(out, zap.Any(key, v))
+		}
+	}
+	return out
 }
 
 // addHeaders adds the headers the core lent for the callback. PHP's header() accepts

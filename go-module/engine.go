@@ -10,13 +10,13 @@ package phpworker
 // Exported from callbacks.go; cgo declares them without const.
 extern int32_t goPhpWorkerRespond(size_t handle, php_worker_response_t *response);
 extern int64_t goPhpWorkerReadBody(size_t handle, uint8_t *buf, size_t len);
-extern void goPhpWorkerLog(size_t handle, int32_t level, uint8_t *message, size_t len);
+extern void goPhpWorkerLog(size_t handle, int32_t level, uint8_t *message, size_t len, uint8_t *fields, size_t fields_len);
 
 static php_worker_callbacks_t php_worker_go_callbacks(void) {
 	php_worker_callbacks_t cb = {
 		.respond = (int32_t (*)(size_t, const php_worker_response_t *))goPhpWorkerRespond,
 		.read_body = goPhpWorkerReadBody,
-		.log = (void (*)(size_t, int32_t, const uint8_t *, size_t))goPhpWorkerLog,
+		.log = (void (*)(size_t, int32_t, const uint8_t *, size_t, const uint8_t *, size_t))goPhpWorkerLog,
 	};
 	return cb;
 }
@@ -182,6 +182,14 @@ func (e *engine) newPool(id uint32, spec []byte) error {
 func (e *engine) resizeClassic(threads int) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_resize(ptr, C.PHP_WORKER_CLASSIC_POOL, C.uint32_t(threads))
+	})
+}
+
+// autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
+// added), extra threads ending after maxIdle without a request.
+func (e *engine) autoscale(maxThreads int, maxIdle time.Duration) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_engine_autoscale(ptr, C.uint32_t(maxThreads), C.uint64_t(maxIdle.Milliseconds()))
 	})
 }
 

@@ -103,7 +103,9 @@ func (pr *phpRequest) release() {
 }
 
 func (pr *phpRequest) logger() *zap.Logger {
-	return pr.handler.logger.With(zap.String("uri", pr.uri))
+	// PHP's own lines (errors, error_log()) log under php_worker, like the rest of
+	// what PHP does, with the request they belong to.
+	return appLogger().With(zap.String("uri", pr.uri))
 }
 
 // respond writes response data; false when the client is gone.

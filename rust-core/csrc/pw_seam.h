@@ -73,6 +73,19 @@ typedef struct {
   size_t memory;
 } pw_run_outcome;
 
+// A line PHP logs, with where it comes from: a PHP error (`type` is its E_* constant,
+// `file` and `line` where it happened) or an error_log() call (`type` 0; `file` and
+// `line` are the calling script's, NULL and 0 outside a script). Strings are not
+// NUL-terminated and are valid for the duration of the call.
+typedef struct {
+  int type;
+  const char *message;
+  size_t message_len;
+  const char *file;
+  size_t file_len;
+  uint32_t line;
+} pw_php_log_line;
+
 // Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
 // engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
 // must stay valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module
@@ -124,8 +137,9 @@ char *pw_rs_getenv(void *ctx, const char *name, size_t len);
 
 int pw_rs_proto_num(void *ctx);
 
-// PHP's log lines (error_log(), notices, warnings, fatal errors) with their syslog level.
-void pw_rs_log(void *ctx, const char *message, int syslog_level);
+// PHP's log lines (errors, error_log()) with their syslog level. `line` has the parts of
+// the line: the message alone, and where it comes from, as structured fields.
+void pw_rs_log(void *ctx, const char *message, int syslog_level, const pw_php_log_line *line);
 
 // True when `ctx` answers an HTTP client (not a worker booting or idle).
 bool pw_rs_is_client(void *ctx);

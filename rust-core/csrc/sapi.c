@@ -206,9 +206,48 @@ static char *pw_sapi_getenv(const char *name, size_t len)
 	return pw_rs_getenv(SG(server_context), name, len);
 }
 
+/* The PHP error being reported on this thread, while PHP's error callback runs: PHP
+ * hands the SAPI only its formatted line, and the log wants the parts. */
+static __thread const pw_php_log_line *pw_reported_error;
+static void (*pw_php_error_cb)(int type, zend_string *file, const uint32_t line, zend_string *message);
+
+static void pw_error_cb(int type, zend_string *file, const uint32_t line, zend_string *message)
+{
+	pw_php_log_line error = {
+		.type = type,
+		.message = ZSTR_VAL(message),
+		.message_len = ZSTR_LEN(message),
+		.file = file ? ZSTR_VAL(file) : NULL,
+		.file_len = file ? ZSTR_LEN(file) : 0,
+		.line = line,
+	};
+	const pw_php_log_line *outer = pw_reported_error;
+	pw_reported_error = &error;
+	/* Fatal errors bail out of PHP's callback: forget this one before passing it on. */
+	zend_try {
+		pw_php_error_cb(type, file, line, message);
+	} zend_catch {
+		pw_reported_error = outer;
+		zend_bailout();
+	} zend_end_try();
+	pw_reported_error = outer;
+}
+
 static void pw_sapi_log_message(const char *message, int syslog_level)
 {
-	pw_rs_log(SG(server_context), message, syslog_level);
+	if (pw_reported_error) {
+		pw_rs_log(SG(server_context), message, syslog_level, pw_reported_error);
+		return;
+	}
+	/* error_log() and other direct lines: the calling script's place, if one runs. */
+	pw_php_log_line line = { .type = 0, .message = message, .message_len = strlen(message) };
+	zend_string *file = zend_get_executed_filename_ex();
+	if (file) {
+		line.file = ZSTR_VAL(file);
+		line.file_len = ZSTR_LEN(file);
+		line.line = zend_get_executed_lineno();
+	}
+	pw_rs_log(SG(server_context), message, syslog_level, &line);
 }
 
 sapi_module_struct pw_sapi_module = {
@@ -269,6 +308,10 @@ int pw_shim_engine_startup(const char *ini_entries, void *additional_module, con
 		sapi_shutdown();
 		tsrm_shutdown();
 		return -1;
+	}
+	if (zend_error_cb != pw_error_cb) { /* zend_startup() sets PHP's own at every start */
+		pw_php_error_cb = zend_error_cb;
+		zend_error_cb = pw_error_cb;
 	}
 	char *default_filter = NULL;
 	pw_filter_server_vars = cfg_get_string("filter.default", &default_filter) == SUCCESS && default_filter &&

@@ -31,6 +31,28 @@ impl Level {
     }
 }
 
+/// A structured field of a log line: a name and a JSON value.
+pub type LogField<'a> = (&'a str, serde_json::Value);
+
+/// The fields as one JSON object, in their order ("" for none): the wire form of the
+/// `log` callback's fields.
+pub fn fields_json(fields: &[LogField<'_>]) -> String {
+    if fields.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("{");
+    for (i, (name, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::Value::from(*name).to_string());
+        out.push(':');
+        out.push_str(&value.to_string());
+    }
+    out.push('}');
+    out
+}
+
 /// The embedding program: its callbacks, copied out of the C struct at engine creation,
 /// and its environment, the base of every `$_SERVER` and getenv().
 pub struct Host {
@@ -80,9 +102,15 @@ impl Host {
     /// Sends a log line to the host's logger. `handle` names the request it belongs to,
     /// or is 0.
     pub fn log(&self, handle: usize, level: Level, message: &str) {
+        self.event(handle, level, message, &[]);
+    }
+
+    /// Sends a log line with structured fields (see [`fields_json`]).
+    pub fn event(&self, handle: usize, level: Level, message: &str, fields: &[LogField<'_>]) {
         if let Some(log) = self.callbacks.log {
-            // SAFETY: `message` is valid for the duration of the call.
-            unsafe { log(handle, level as i32, message.as_ptr(), message.len()) };
+            let fields = fields_json(fields);
+            // SAFETY: `message` and `fields` are valid for the duration of the call.
+            unsafe { log(handle, level as i32, message.as_ptr(), message.len(), fields.as_ptr(), fields.len()) };
         }
     }
 }
@@ -104,8 +132,8 @@ pub fn with_thread_host<T>(f: impl FnOnce(&Host) -> T) -> Option<T> {
 }
 
 /// Logs a line that belongs to no request, through the calling thread's host.
-pub fn log_unattached(level: Level, message: &str) {
-    with_thread_host(|h| h.log(0, level, message));
+pub fn log_unattached(level: Level, message: &str, fields: &[LogField<'_>]) {
+    with_thread_host(|h| h.event(0, level, message, fields));
 }
 
 #[cfg(test)]
@@ -120,5 +148,14 @@ mod tests {
         assert_eq!(Level::from_syslog(5), Level::Info);
         assert_eq!(Level::from_syslog(6), Level::Info);
         assert_eq!(Level::from_syslog(7), Level::Debug);
+    }
+
+    #[test]
+    fn fields_are_one_json_object_in_order() {
+        assert_eq!(fields_json(&[]), "");
+        let json = fields_json(&[("worker", "a\"b".into()), ("line", 3.into()), ("boot_ms", 1.5.into()), ("ok", true.into())]);
+        assert_eq!(json, r#"{"worker":"a\"b","line":3,"boot_ms":1.5,"ok":true}"#);
+        let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed["worker"], "a\"b");
     }
 }

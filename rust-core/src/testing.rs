@@ -21,7 +21,8 @@ pub struct Call {
 #[derive(Default)]
 pub struct Exchanges {
     pub calls: Mutex<Vec<Call>>,
-    pub logs: Mutex<Vec<(usize, i32, String)>>,
+    /// (handle, level, message, fields JSON)
+    pub logs: Mutex<Vec<(usize, i32, String, String)>>,
     pub bodies: Mutex<HashMap<usize, Vec<u8>>>,
     /// Requests whose body fails (-1) once what `bodies` holds for them is read.
     pub failing_bodies: Mutex<HashSet<usize>>,
@@ -29,6 +30,14 @@ pub struct Exchanges {
 }
 
 pub static EXCHANGES: LazyLock<Exchanges> = LazyLock::new(Exchanges::default);
+
+impl Exchanges {
+    /// Whether every one of `handles` got its last response call.
+    pub fn done_handles(&self, handles: &[usize]) -> bool {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        handles.iter().all(|&h| calls.iter().any(|c| c.handle == h && c.flags & PHP_WORKER_RESPONSE_DONE != 0))
+    }
+}
 
 unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
     let r = unsafe { &*r };
@@ -57,9 +66,10 @@ unsafe extern "C" fn read_body(handle: usize, buf: *mut u8, len: usize) -> i64 {
     n as i64
 }
 
-unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize) {
+unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize, fields: *const u8, fields_len: usize) {
     let msg = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(msg, len) }).into_owned();
-    EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).push((handle, level, msg));
+    let fields = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(fields, fields_len) }).into_owned();
+    EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).push((handle, level, msg, fields));
 }
 
 pub fn test_host() -> Arc<Host> {
@@ -97,7 +107,7 @@ pub fn wait_done(handle: usize, what: &str) -> Vec<Call> {
 pub fn wait_log(text: &str, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(_, _, m)| m.contains(text)) {
+        if EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(_, _, m, f)| m.contains(text) || f.contains(text)) {
             return true;
         }
         if Instant::now() >= deadline {

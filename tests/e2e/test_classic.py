@@ -213,12 +213,15 @@ def test_uncaught_exception_is_a_500(php):
 def test_php_errors_go_to_the_log_with_matching_levels(php):
     tag = uuid.uuid4().hex
     assert php.get(f"/logs.php?tag={tag}").text.endswith("logged")
-    found = php.wait_log(lambda e: tag in e.get("msg", "") and "a warning" in e.get("msg", ""))
-    assert found and found[0]["level"] == "warn" and found[0]["logger"].startswith("http.handlers.php_worker")
-    notice = php.wait_log(lambda e: tag in e.get("msg", "") and "a notice" in e.get("msg", ""))
-    assert notice and notice[0]["level"] == "info"
+    found = php.wait_log(lambda e: e.get("msg") == f"a warning {tag}")
+    assert found and found[0]["level"] == "warn" and found[0]["logger"] == "php_worker"
+    assert (found[0]["php_error"], found[0]["line"]) == ("Warning", 4), found[0]
+    assert found[0]["file"].endswith("/logs.php") and found[0]["uri"] == f"/logs.php?tag={tag}"
+    notice = php.wait_log(lambda e: e.get("msg") == f"a notice {tag}")
+    assert notice and notice[0]["level"] == "info" and notice[0]["php_error"] == "Notice"
     line = php.wait_log(lambda e: e.get("msg") == f"line from error_log {tag}")
     assert line and line[0]["level"] == "info"
+    assert (line[0]["source"], line[0]["line"]) == ("error_log", 2) and line[0]["file"].endswith("/logs.php")
     fatal = php.get("/fatal.php")
     assert fatal.status == 500
     assert php.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
@@ -376,9 +379,9 @@ def test_list_modules():
 
 
 def test_unknown_and_future_subdirectives_are_refused(tmp_path):
-    for options, message in (({"global_extra": "\t\tmax_threads 8"}, "autoscaling"),
+    for options, message in (({"global_extra": "\t\tshared_store_size 8MB"}, "shared store"),
                              ({"site_extra": "\t\tbogus 1"}, "unknown php_worker subdirective"),
-                             ({"site_extra": "\t\tworker {\n\t\t\tfile a.php\n\t\t\twatch\n\t\t}"}, "not available")):
+                             ({"site_extra": "\t\tworker {\n\t\t\tfile a.php\n\t\t\tbogus\n\t\t}"}, "unknown worker subdirective")):
         caddyfile = tmp_path / "Caddyfile"
         caddyfile.write_text(make_caddyfile(free_port(), free_port(), **options))
         p = subprocess.run([str(CADDY), "adapt", "--config", str(caddyfile)], capture_output=True, text=True,

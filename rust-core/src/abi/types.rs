@@ -105,7 +105,11 @@ pub struct Callbacks {
     /// script sees an aborted connection, and a response whose headers have not left
     /// yet becomes a bare 408.
     pub read_body: Option<unsafe extern "C" fn(handle: usize, buf: *mut u8, len: usize) -> i64>,
-    /// A log line (UTF-8, not NUL-terminated) at a PHP_WORKER_LOG_* level; `handle` is
-    /// the request it belongs to, or 0.
-    pub log: Option<unsafe extern "C" fn(handle: usize, level: i32, message: *const u8, len: usize)>,
+    /// A log line at a PHP_WORKER_LOG_* level; `handle` is the request it belongs to, or
+    /// 0. `message` (UTF-8, not NUL-terminated) is the line; `fields` is empty or a JSON
+    /// object (UTF-8) of structured fields, such as `{"worker":"app","thread":"php-3"}`
+    /// or a PHP error's `{"php_error":"Warning","file":"/app/x.php","line":3}`.
+    pub log: Option<
+        unsafe extern "C" fn(handle: usize, level: i32, message: *const u8, message_len: usize, fields: *const u8, fields_len: usize),
+    >,
 }

@@ -9,7 +9,7 @@ use crate::host::{Level, log_unattached};
 /// Runs a hook body, turning a panic into `fallback`.
 pub fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        log_unattached(Level::Error, &format!("internal error in a PHP hook: {}", panic_message(&*panic)));
+        log_unattached(Level::Error, &format!("internal error in a PHP hook: {}", panic_message(&*panic)), &[]);
         fallback
     })
 }

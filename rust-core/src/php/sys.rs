@@ -64,6 +64,20 @@ pub struct RunOutcome {
     pub memory: usize,
 }
 
+/// A line PHP logs, with where it comes from: a PHP error (`type` is its E_* constant,
+/// `file` and `line` where it happened) or an error_log() call (`type` 0; `file` and
+/// `line` are the calling script's, NULL and 0 outside a script). Strings are not
+/// NUL-terminated and are valid for the duration of the call.
+#[repr(C)]
+pub struct PhpLogLine {
+    pub r#type: c_int,
+    pub message: *const c_char,
+    pub message_len: usize,
+    pub file: *const c_char,
+    pub file_len: usize,
+    pub line: u32,
+}
+
 /// What it takes to stop the script running on a PHP thread from another thread, the
 /// way max_execution_time does: the thread and its execution timer.
 #[repr(C)]

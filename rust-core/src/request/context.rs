@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use super::Request;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
-use crate::host::{Host, Level};
+use crate::host::{Host, Level, LogField};
 use crate::php::sys::ShimRequest;
 
 /// Output is handed to the host in chunks of at least this size, unless PHP flushes.
@@ -103,8 +103,13 @@ impl RequestContext {
 
     /// Logs on behalf of this request; the host's handle goes along while it is valid.
     pub fn log(&self, level: Level, message: &str) {
+        self.event(level, message, &[]);
+    }
+
+    /// Logs on behalf of this request, with structured fields.
+    pub fn event(&self, level: Level, message: &str, fields: &[LogField<'_>]) {
         let handle = if self.detached { 0 } else { self.request.handle };
-        self.host().log(handle, level, message);
+        self.host().event(handle, level, message, fields);
     }
 
     /// Output from PHP. Returns false when the client is gone.

@@ -8,9 +8,9 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::{RequestContext, Sink};
 use crate::abi::types::Field;
-use crate::host::{Level, log_unattached};
+use crate::host::{Level, LogField, log_unattached};
 use crate::php::guard::guard;
-use crate::php::sys::ShimVars;
+use crate::php::sys::{PhpLogLine, ShimVars};
 
 /// # Safety
 /// `ctx` is NULL or the live `RequestContext` of this thread's request.
@@ -37,7 +37,7 @@ unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usi
                     unsafe { *aborted = true };
                 }
             }
-            None => log_unattached(Level::Info, &String::from_utf8_lossy(data)),
+            None => log_unattached(Level::Info, &String::from_utf8_lossy(data), &[]),
         }
         len
     })
@@ -115,21 +115,75 @@ unsafe extern "C" fn pw_rs_proto_num(ctx: *mut c_void) -> c_int {
     guard(1001, || unsafe { context(ctx) }.map_or(1001, |ctx| ctx.request().proto_num()))
 }
 
-/// PHP's log lines (error_log(), notices, warnings, fatal errors) with their syslog level.
+/// PHP's log lines (errors, error_log()) with their syslog level. `line` has the parts of
+/// the line: the message alone, and where it comes from, as structured fields.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_level: c_int) {
+unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_level: c_int, line: *const PhpLogLine) {
     guard((), || {
-        if message.is_null() {
-            return;
-        }
-        // SAFETY: PHP passes a C string.
-        let message = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
         let level = Level::from_syslog(syslog_level);
+        // SAFETY: PHP passes a C string; `line` and its strings are valid for the call.
+        let (message, fields) = match unsafe { line.as_ref() } {
+            Some(line) => unsafe { php_log_fields(line) },
+            None if message.is_null() => return,
+            None => (unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy().into_owned(), Vec::new()),
+        };
         match unsafe { context(ctx) } {
-            Some(ctx) => ctx.log(level, &message),
-            None => log_unattached(level, &message),
+            Some(ctx) => ctx.event(level, &message, &fields),
+            None => log_unattached(level, &message, &fields),
         }
     })
+}
+
+/// The message of a PHP log line and its fields: `php_error` (the error's kind, as PHP
+/// names it: "Warning", "Fatal error", ...) or `source: "error_log"`, then `file` and
+/// `line` when known.
+///
+/// # Safety
+/// The strings of `line` are valid for reads of their lengths (or NULL).
+unsafe fn php_log_fields(line: &PhpLogLine) -> (String, Vec<LogField<'static>>) {
+    let text = |p: *const c_char, n: usize| {
+        // SAFETY: the caller's contract.
+        if p.is_null() { String::new() } else { String::from_utf8_lossy(unsafe { bytes(p, n) }).into_owned() }
+    };
+    let mut fields: Vec<LogField<'static>> = Vec::with_capacity(3);
+    match line.r#type {
+        0 => fields.push(("source", "error_log".into())),
+        kind => fields.push(("php_error", php_error_kind(kind).into())),
+    }
+    if !line.file.is_null() {
+        fields.push(("file", text(line.file, line.file_len).into()));
+        fields.push(("line", line.line.into()));
+    }
+    (text(line.message, line.message_len), fields)
+}
+
+/// PHP's name for an E_* error type, as in its own log lines.
+fn php_error_kind(kind: c_int) -> &'static str {
+    const E_ERROR: c_int = 1;
+    const E_WARNING: c_int = 2;
+    const E_PARSE: c_int = 4;
+    const E_NOTICE: c_int = 8;
+    const E_CORE_ERROR: c_int = 16;
+    const E_CORE_WARNING: c_int = 32;
+    const E_COMPILE_ERROR: c_int = 64;
+    const E_COMPILE_WARNING: c_int = 128;
+    const E_USER_ERROR: c_int = 256;
+    const E_USER_WARNING: c_int = 512;
+    const E_USER_NOTICE: c_int = 1024;
+    const E_STRICT: c_int = 2048;
+    const E_RECOVERABLE_ERROR: c_int = 4096;
+    const E_DEPRECATED: c_int = 8192;
+    const E_USER_DEPRECATED: c_int = 16384;
+    match kind {
+        E_ERROR | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR => "Fatal error",
+        E_RECOVERABLE_ERROR => "Recoverable fatal error",
+        E_WARNING | E_CORE_WARNING | E_COMPILE_WARNING | E_USER_WARNING => "Warning",
+        E_PARSE => "Parse error",
+        E_NOTICE | E_USER_NOTICE => "Notice",
+        E_STRICT => "Strict Standards",
+        E_DEPRECATED | E_USER_DEPRECATED => "Deprecated",
+        _ => "Unknown error",
+    }
 }
 
 /// True when `ctx` answers an HTTP client (not a worker booting or idle).
