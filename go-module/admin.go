@@ -115,16 +115,6 @@ func (rt *phpRuntime) restartWorkers() (map[uint32]uint32, error) {
 	return generations, nil
 }
 
-// poolStats is a pool in the engine's snapshot (php_worker_engine_stats).
-type poolStats struct {
-	ID         uint32 `json:"id"`
-	Worker     string `json:"worker"`
-	Generation uint32 `json:"generation"`
-	Threads    int    `json:"threads"`
-	Ready      int    `json:"ready"`
-	Failing    int    `json:"failing"`
-}
-
 // waitForGenerations waits until every pool runs only the threads of its generation
 // (or a later one, or the pool is gone), or has threads that fail to boot; it returns
 // the names of those.

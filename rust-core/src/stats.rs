@@ -1,15 +1,20 @@
 //! What the engine's threads and pools are doing, from their atomics and locks, without
-//! calling PHP: the admin API's thread list (and, later, metrics) read one snapshot.
+//! calling PHP: the admin API's thread list and the metrics read one snapshot.
 
 use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::pool::PoolStats;
+use crate::runtime::counters::BUCKETS;
 use crate::runtime::thread::PoolId;
 
 /// One snapshot of an engine.
 #[derive(Serialize, Debug)]
 pub struct Stats {
+    /// The autoscaling limit on PHP threads (0: autoscaling off).
+    pub max_threads: usize,
+    /// The upper bounds (seconds) of the buckets of every histogram below.
+    pub histogram_bounds: &'static [f64],
     pub threads: Vec<ThreadStats>,
     pub pools: Vec<PoolStats>,
 }
@@ -57,5 +62,5 @@ pub fn collect(engine: &Engine) -> Stats {
         })
         .collect();
     threads.sort_by_key(|t| t.index);
-    Stats { threads, pools }
+    Stats { max_threads: engine.limits().max_threads, histogram_bounds: &BUCKETS, threads, pools }
 }

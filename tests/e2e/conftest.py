@@ -24,6 +24,11 @@ APP = Path(__file__).resolve().parent / "app"
 WORK = REPO / "tests" / ".work"
 
 
+# The messages of worker lifecycle log lines (their fields say which worker, thread...).
+CRASHED = "worker script crashed; restarting it"
+BOOT_FAILED = "worker script failed before reaching frankenphp_handle_request(); backing off"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

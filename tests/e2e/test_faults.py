@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Response
+from conftest import BOOT_FAILED, CRASHED, Response
 
 HERE = Path(__file__).resolve().parent
 FAULTS = HERE / "faults"
@@ -52,12 +52,11 @@ def faults(start_server):
 
 def failure_lines(srv, worker, since):
     """Log lines of this worker's script ending badly, after `since` entries."""
-    return [e for e in srv.log_entries()[since:] if f"worker {worker}:" in e.get("msg", "")
-            and ("ended unexpectedly" in e["msg"] or "failed before reaching" in e["msg"])]
+    return [e for e in srv.log_entries()[since:] if e.get("worker") == worker and e.get("msg") in (CRASHED, BOOT_FAILED)]
 
 
 def assert_names_thread(line):
-    assert re.search(r"on thread php-\d+ ", line["msg"]), line["msg"]
+    assert re.fullmatch(r"php-\d+", line.get("thread", "")), line
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -69,7 +68,7 @@ def test_worker_handler(faults, kind):
     if SHOWN[kind]:
         assert SHOWN[kind] in r.text
     assert faults.get("/worker").text == "served:1 session:none", "the script restarted; the next request is clean"
-    lines = faults.wait_log(lambda e: "worker requests: script ended unexpectedly" in e.get("msg", ""))
+    lines = faults.wait_log(lambda e: e.get("worker") == "requests" and e.get("msg") == CRASHED)
     assert failure_lines(faults, "requests", since), lines
     assert_names_thread(failure_lines(faults, "requests", since)[-1])
     assert first.startswith("served:")
@@ -92,11 +91,11 @@ def test_worker_boot(faults, kind):
     r = faults.get(f"/boot-{kind}", timeout=15)
     assert r.status == 503 and r.header("Retry-After"), (r.status, r.text)
     assert f"worker boot-{kind} fails to start" in r.text
-    lines = faults.wait_log(lambda e: f"worker boot-{kind}: script failed before reaching" in e.get("msg", ""))
+    lines = faults.wait_log(lambda e: e.get("worker") == f"boot-{kind}" and e.get("msg") == BOOT_FAILED)
     assert lines and lines[0]["level"] == "error"
     assert_names_thread(lines[0])
     if kind == "exit":
-        assert "(exit status 3," in lines[0]["msg"]
+        assert lines[0]["exit_status"] == 3, lines[0]
     assert faults.get("/worker").status == 200, "the rest of the server serves"
     assert faults.get("/hello.php").text == "Hello, world!"
 
@@ -217,6 +216,6 @@ def test_classic_request_startup(startup, case):
                         headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert r.status == 500, (r.status, r.text[:300])
     lines = startup.wait_log(lambda e: "failed outside the script" in e.get("msg", ""))
-    assert lines and re.search(r"on thread php-\d+;", lines[-1]["msg"]), lines
+    assert lines and re.fullmatch(r"php-\d+", lines[-1].get("thread", "")), lines
     for _ in range(4):
         assert startup.get("/classic.php").text == "classic ok"

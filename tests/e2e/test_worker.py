@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (WORK, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread, make_caddyfile,
+from conftest import (BOOT_FAILED, CRASHED, WORK, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread, make_caddyfile,
                       with_read_body_timeout)
 from test_classic import multipart
 
@@ -128,11 +128,11 @@ def test_a_failing_request_gets_500_and_the_worker_recovers(workers, how, text):
     assert r.status == 500, (how, r.status, r.text)
     assert text in r.text
     assert workers.get("/crashy").text == "count:1", "the script restarted and the next request is clean"
-    found = workers.wait_log(lambda e: e.get("level") == "warn" and "script ended unexpectedly" in e.get("msg", "")
-                             and "crashy.php" in e.get("msg", ""))
-    assert found and "exit status" in found[-1]["msg"] and re.search(r"on thread php-\d+ ", found[-1]["msg"])
+    found = workers.wait_log(lambda e: e.get("level") == "warn" and e.get("msg") == CRASHED
+                             and e.get("worker", "").endswith("crashy.php"))
+    assert found and "exit_status" in found[-1] and re.fullmatch(r"php-\d+", found[-1]["thread"]), found
     served = int(first.split(":")[1]) + 1  # the failed request counts, however it failed
-    assert f", {served} requests served)" in found[-1]["msg"], found[-1]["msg"]
+    assert found[-1]["requests"] == served, found[-1]
 
 
 def test_exit_after_a_redirect_keeps_the_status(workers):
@@ -224,15 +224,16 @@ def test_boot_failure_backs_off_answers_503_and_recovers(start_server, tmp_path)
 			match /boot
 			max_boot_backoff 400ms
 		}}""")
-    failures = srv.wait_log(lambda e: "failed before reaching frankenphp_handle_request" in e.get("msg", ""))
+    failures = srv.wait_log(lambda e: e.get("msg") == BOOT_FAILED)
     assert failures and failures[0]["level"] == "error"
     # No max_wait_time: the request is answered after the next failed attempt.
     r = srv.get("/boot", timeout=5)
     assert r.status == 503 and r.header("Retry-After") == "1"
     assert r.text == f"503 Service Unavailable: worker {script} fails to start; the server log says why\n"
-    assert srv.wait_log(lambda e: "no thread can start the script; answered 1 waiting requests 503" in e.get("msg", ""))
+    assert srv.wait_log(lambda e: e.get("msg") == "no thread can start the worker script: answered the waiting requests 503"
+                        and e.get("answered") == 1)
     assert srv.get("/hello.php").status == 200, "the rest of the server keeps working"
-    assert srv.wait_log(lambda e: "attempt 4)" in e.get("msg", "")), "the attempts go on, further apart"
+    assert srv.wait_log(lambda e: e.get("msg") == BOOT_FAILED and e.get("attempt") == 4), "the attempts go on, further apart"
     script.write_text("<?php while (frankenphp_handle_request(function () { echo 'fixed'; })) {}\n")
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -240,8 +241,7 @@ def test_boot_failure_backs_off_answers_503_and_recovers(start_server, tmp_path)
         if r.status == 200:
             break
     assert (r.status, r.text) == (200, "fixed"), "the worker recovered on its own"
-    waits = [e["msg"] for e in srv.log_entries() if "retrying in" in e.get("msg", "")]
-    delays = [int(m.rsplit("retrying in ", 1)[1].split()[0]) for m in waits]
+    delays = [e["retry_in_ms"] for e in srv.log_entries() if e.get("msg") == BOOT_FAILED]
     assert delays[:3] == [100, 200, 400] and max(delays) <= 400, delays
     assert srv.stop() == 0
 

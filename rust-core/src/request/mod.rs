@@ -9,6 +9,7 @@ use std::cell::Cell;
 use std::ffi::c_char;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
 
 use crate::abi::types::{Field, Header, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE};
 use crate::error::{Error, Result};
@@ -35,6 +36,8 @@ pub struct Request {
     state: RunState,
     finished: Cell<bool>,
     host: Arc<Host>,
+    /// When the host submitted it: the start of its wait for a thread.
+    created: Instant,
 }
 
 impl Request {
@@ -73,6 +76,7 @@ impl Request {
             state: RunState(AtomicU8::new(RunState::QUEUED)),
             finished: Cell::new(false),
             host,
+            created: Instant::now(),
         }))
     }
 
@@ -88,6 +92,11 @@ impl Request {
 
     pub fn handle(&self) -> usize {
         self.handle
+    }
+
+    /// When the host submitted it.
+    pub fn created(&self) -> Instant {
+        self.created
     }
 
     pub fn host(&self) -> &Arc<Host> {

@@ -2,7 +2,6 @@
 //! (request startup, script, request shutdown), repeat.
 
 use super::thread::{Job, Next, with_thread};
-use crate::abi::types::Field;
 use crate::host::Level;
 use crate::php::sys::{self, RunOutcome, RunResult};
 use crate::request::{Request, RequestContext, Sink};
@@ -22,8 +21,10 @@ pub fn serve() -> Next {
 
 /// Runs one request; false when the thread's PHP state may be damaged.
 fn run(request: Box<Request>) -> bool {
-    let (info, scratch) = with_thread(|t| (t.info.clone(), std::mem::take(&mut t.scratch)));
-    info.begin_request(request.field(Field::Method), request.field(Field::RequestUri));
+    let (info, scratch) = with_thread(|t| {
+        t.begin_request(&request);
+        (t.info.clone(), std::mem::take(&mut t.scratch))
+    });
     let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
     let req = ctx.shim();
     let mut outcome = RunOutcome::default();
@@ -31,14 +32,14 @@ fn run(request: Box<Request>) -> bool {
     // through the pointer in `req`.
     let result = unsafe { sys::pw_shim_run_script(&req, false, &mut outcome) };
     if result != RunResult::Ok {
-        ctx.log(Level::Error, &format!(
-            "PHP request failed outside the script ({result:?}) on thread {}; the thread gets a fresh PHP context",
-            info.name()
-        ));
+        ctx.event(Level::Error, "PHP request failed outside the script; the thread gets a fresh PHP context", &[
+            ("failure", format!("{result:?}").into()),
+            ("thread", info.name().into()),
+        ]);
     }
     let scratch = ctx.finish(outcome.fatal);
-    info.end_request(outcome.memory);
     with_thread(|t| {
+        t.end_request(outcome.memory);
         t.scratch = scratch;
         t.env.reset();
     });

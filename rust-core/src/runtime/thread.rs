@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
 
+use super::counters::PoolCounters;
 use super::generation::Generation;
 use crate::host::{Host, Level};
 use crate::layout::Strings;
@@ -88,6 +89,8 @@ pub struct ThreadInfo {
     generation: AtomicU32,
     requests: AtomicU64,
     memory: AtomicU64,
+    /// When it last ended a request or joined its pool, in ms since [`epoch`].
+    idle_since: AtomicU64,
     current: Mutex<CurrentRequest>,
     /// The worker it runs; None for a classic thread.
     worker: Mutex<Option<Arc<str>>>,
@@ -115,6 +118,17 @@ pub struct ThreadSnapshot {
     pub worker: Option<Arc<str>>,
 }
 
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// Milliseconds since the first call: a clock threads can keep in an atomic.
+pub fn since_epoch() -> u64 {
+    ms_since_epoch(Instant::now())
+}
+
+fn ms_since_epoch(at: Instant) -> u64 {
+    at.saturating_duration_since(*EPOCH).as_millis() as u64
+}
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -128,6 +142,7 @@ impl ThreadInfo {
             generation: AtomicU32::new(generation),
             requests: AtomicU64::new(0),
             memory: AtomicU64::new(0),
+            idle_since: AtomicU64::new(since_epoch()),
             current: Mutex::new(CurrentRequest::default()),
             worker: Mutex::new(None),
             kill: Mutex::new(None),
@@ -162,13 +177,20 @@ impl ThreadInfo {
 
     /// A request ended; `memory` is what PHP used when it ended. The thread stays busy
     /// until it waits for the next one.
-    pub fn end_request(&self, memory: usize) {
+    pub fn end_request(&self, memory: usize, at: Instant) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.memory.store(memory as u64, Ordering::Relaxed);
+        self.idle_since.store(ms_since_epoch(at), Ordering::Relaxed);
+    }
+
+    /// How long the thread has been without a request (meaningful while it is ready).
+    pub fn idle_for(&self, now_ms: u64) -> Duration {
+        Duration::from_millis(now_ms.saturating_sub(self.idle_since.load(Ordering::Relaxed)))
     }
 
     /// The thread serves this pool, generation and worker from now on.
     pub(super) fn assign(&self, assignment: &Assignment) {
+        self.idle_since.store(since_epoch(), Ordering::Relaxed);
         self.pool.store(assignment.pool, Ordering::Relaxed);
         self.generation.store(assignment.generation(), Ordering::Relaxed);
         *lock(&self.worker) = match &assignment.role {
@@ -231,6 +253,7 @@ pub struct Assignment {
     pub queue: Receiver<Box<Request>>,
     pub role: Role,
     pub events: Arc<dyn PoolEvents>,
+    pub counters: Arc<PoolCounters>,
 }
 
 #[derive(Clone)]
@@ -323,6 +346,8 @@ pub struct PhpThread {
     pub env: EnvOverrides,
     /// The worker script running on the thread, if any.
     pub run: Option<WorkerRun>,
+    /// When the request the thread runs started.
+    request_started: Instant,
 }
 
 /// A thread's putenv() calls (src/runtime/env.rs), and the last merged environment
@@ -354,6 +379,10 @@ pub struct WorkerRun {
     pub(super) request_failed: bool,
     /// Why frankenphp_handle_request() returned false, when the thread must leave.
     pub(super) leave: Option<Leave>,
+    /// When the script started.
+    pub(super) started: Instant,
+    /// It restarts after a max_requests end: its boot is logged at debug level.
+    pub(super) restarts_quietly: bool,
 }
 
 thread_local! {
@@ -390,6 +419,7 @@ impl PhpThread {
                 scratch: Scratch::default(),
                 env: EnvOverrides::default(),
                 run: None,
+                request_started: Instant::now(),
             })
         });
     }
@@ -485,6 +515,22 @@ impl PhpThread {
         if self.leaving.is_some() {
             self.info.set_state(ThreadState::Stopping);
         }
+    }
+
+    /// A request taken from the queue starts: it stops waiting, and the thread list
+    /// shows it.
+    pub fn begin_request(&mut self, request: &Request) {
+        self.request_started = Instant::now();
+        self.assignment.counters.wait.observe(self.request_started.saturating_duration_since(request.created()));
+        self.info.begin_request(request.field(crate::abi::types::Field::Method), request.field(crate::abi::types::Field::RequestUri));
+    }
+
+    /// The request started by [`PhpThread::begin_request`] ended; `memory` is what PHP
+    /// used when it ended.
+    pub fn end_request(&mut self, memory: usize) {
+        let now = Instant::now();
+        self.assignment.counters.duration.observe(now.saturating_duration_since(self.request_started));
+        self.info.end_request(memory, now);
     }
 
     /// Logs on behalf of this thread, outside any request.

@@ -13,14 +13,13 @@
 
 use std::ptr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
 use super::generation::{FIRST_BOOT_BACKOFF, Generation};
 use super::thread::{Job, Leave, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
-use crate::abi::types::Field;
-use crate::host::Level;
+use crate::host::{Level, LogField};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
 use crate::request::{Request, RequestContext, Scratch, Sink};
@@ -38,53 +37,65 @@ struct ScriptEnd {
 /// Runs the generation's script on this thread, again and again, until the thread
 /// leaves the pool or needs a fresh PHP context.
 pub fn serve(generation: &Arc<Generation>) -> Next {
-    let (info, events, queue) = with_thread(|t| (t.info.clone(), t.assignment.events.clone(), t.assignment.queue.clone()));
+    let (info, events, queue, counters) = with_thread(|t| {
+        let a = &t.assignment;
+        (t.info.clone(), a.events.clone(), a.queue.clone(), a.counters.clone())
+    });
     let (worker, thread) = (generation.spec.name.as_str(), info.name());
-    let mut failures = 0u32;
+    let (mut failures, mut quiet) = (0u32, false);
     loop {
         info.set_state(ThreadState::Booting);
-        let end = run_script(generation);
-        let log = |level, message: &str| with_thread(|t| t.log(level, message));
+        let end = run_script(generation, quiet);
+        quiet = false;
+        let event = |level, message: &str, mut fields: Vec<LogField<'_>>| {
+            fields.splice(0..0, [("worker", worker.into()), ("thread", thread.as_str().into())]);
+            with_thread(|t| t.host.event(0, level, message, &fields))
+        };
         if end.result != RunResult::Ok {
-            log(Level::Error, &format!(
-                "worker {worker}: PHP thread {thread} failed outside the script ({:?}); giving it a fresh PHP context",
-                end.result
-            ));
+            counters.crashed();
+            event(Level::Error, "PHP failed outside the worker script; the thread gets a fresh PHP context", vec![
+                ("failure", format!("{:?}", end.result).into()),
+            ]);
             return match end.leave {
                 Some(leave) => Next::Leave(leave),
                 None => Next::FreshContext,
             };
         }
+        let (status, served) = (end.outcome.exit_status, end.handled);
         if end.reached_handle_request {
             failures = 0;
-            let (status, served) = (end.outcome.exit_status, end.handled);
+            let fields = || vec![("exit_status", status.into()), ("requests", served.into())];
+            let crashed = end.request_failed || end.outcome.fatal || status != 0;
+            if crashed {
+                counters.crashed();
+            }
             if let Some(leave) = end.leave {
-                log(Level::Debug, &format!("worker {worker}: script ended on thread {thread} after {served} requests; leaving the pool"));
+                event(Level::Debug, "worker script ended: the thread leaves its pool", fields());
                 return Next::Leave(leave);
             }
-            if end.request_failed || end.outcome.fatal || status != 0 {
-                log(Level::Warn, &format!(
-                    "worker {worker}: script ended unexpectedly on thread {thread} (exit status {status}, {served} requests served); restarting"
-                ));
+            if crashed {
+                event(Level::Warn, "worker script crashed; restarting it", fields());
             } else {
-                log(Level::Debug, &format!("worker {worker}: script ended on thread {thread} after {served} requests; restarting"));
+                counters.restarted(1);
+                quiet = true;
+                event(Level::Debug, "worker script restarted (max_requests)", fields());
             }
             continue;
         }
         if let Some(leave) = end.leave {
             return Next::Leave(leave);
         }
+        counters.crashed();
         failures += 1;
         let backoff = boot_backoff(failures, generation.max_boot_backoff);
         info.set_state(ThreadState::Backoff);
         let nobody_serves = events.boot_failing(&info, true);
-        log(Level::Error, &format!(
-            "worker {worker}: script failed before reaching frankenphp_handle_request() on thread {thread} \
-             (exit status {}, attempt {failures}); retrying in {} ms{}",
-            end.outcome.exit_status,
-            backoff.as_millis(),
-            if nobody_serves { "" } else { "; the worker's running threads keep serving meanwhile" }
-        ));
+        event(Level::Error, "worker script failed before reaching frankenphp_handle_request(); backing off", vec![
+            ("exit_status", status.into()),
+            ("attempt", failures.into()),
+            ("retry_in_ms", (backoff.as_millis() as u64).into()),
+            ("others_serve", (!nobody_serves).into()),
+        ]);
         if nobody_serves {
             answer_waiting_requests(worker, &queue, backoff);
         }
@@ -111,7 +122,10 @@ fn answer_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff
     }
     if answered > 0 {
         with_thread(|t| {
-            t.log(Level::Warn, &format!("worker {worker}: no thread can start the script; answered {answered} waiting requests 503"))
+            t.host.event(0, Level::Warn, "no thread can start the worker script: answered the waiting requests 503", &[
+                ("worker", worker.into()),
+                ("answered", answered.into()),
+            ])
         });
     }
 }
@@ -123,7 +137,7 @@ pub fn boot_backoff(failures: u32, max: Duration) -> Duration {
 }
 
 /// One run of the worker script, from boot to its end.
-fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
+fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let (host, info) = with_thread(|t| (t.host.clone(), t.info.clone()));
     let idle = Box::into_raw(Box::new(RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)));
     // SAFETY: `idle` is live until reclaimed below.
@@ -137,6 +151,8 @@ fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
             reached_handle_request: false,
             request_failed: false,
             leave: None,
+            started: Instant::now(),
+            restarts_quietly: quiet,
         })
     });
     let mut outcome = RunOutcome::default();
@@ -158,14 +174,15 @@ fn run_script(generation: &Arc<Generation>) -> ScriptEnd {
         // The script died inside the handler: the request gets what PHP printed, as a 500.
         // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
         let ctx = unsafe { Box::from_raw(run.in_flight) };
-        ctx.log(Level::Error, &format!(
-            "worker {}: request failed and ended the script on thread {}",
-            generation.spec.name,
-            info.name()
-        ));
+        ctx.event(Level::Error, "request failed and ended the worker script", &[
+            ("worker", generation.spec.name.as_str().into()),
+            ("thread", info.name().into()),
+        ]);
         let scratch = ctx.finish(true);
-        info.end_request(outcome.memory);
-        with_thread(|t| t.scratch = scratch);
+        with_thread(|t| {
+            t.end_request(outcome.memory);
+            t.scratch = scratch;
+        });
     }
     // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
     unsafe { Box::from_raw(idle) }.finish(false);
@@ -202,16 +219,26 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
         let limit = run.generation.spec.max_requests;
         let stop = run.leave.is_some() || (limit != 0 && run.handled >= limit);
         if first {
+            let boot_ms = run.started.elapsed().as_secs_f64() * 1000.0;
+            let level = if run.restarts_quietly { Level::Debug } else { Level::Info };
+            t.host.event(0, level, "worker script ready", &[
+                ("worker", run.generation.spec.name.as_str().into()),
+                ("thread", t.info.name().into()),
+                ("generation", run.generation.id.into()),
+                ("boot_ms", ((boot_ms * 10.0).round() / 10.0).into()),
+            ]);
             let events = &t.assignment.events;
             events.boot_failing(&t.info, false);
             events.booted(&t.info);
         }
         let job = if stop { None } else { Some(t.next_job()) };
+        if let Some(Job::Request(request)) = &job {
+            t.begin_request(request);
+        }
+        let scratch = if matches!(job, Some(Job::Request(_))) { std::mem::take(&mut t.scratch) } else { Scratch::default() };
         let run = t.run.as_mut().expect("checked by with_run");
         let ctx = match job {
             Some(Job::Request(request)) => {
-                t.info.begin_request(request.field(Field::Method), request.field(Field::RequestUri));
-                let scratch = std::mem::take(&mut t.scratch);
                 run.in_flight = Box::into_raw(Box::new(RequestContext::new(request, scratch, Sink::Client)));
                 run.in_flight
             }
@@ -242,7 +269,7 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
         run.handled += 1;
         run.request_failed |= failed;
         t.scratch = ctx.finish(failed);
-        t.info.end_request(memory);
+        t.end_request(memory);
     })
 }
 

@@ -1,0 +1,227 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// engineStats is the engine's snapshot (php_worker_engine_stats).
+type engineStats struct {
+	MaxThreads      int       `json:"max_threads"`
+	HistogramBounds []float64 `json:"histogram_bounds"`
+	Threads         []struct {
+		State string `json:"state"`
+	} `json:"threads"`
+	Pools []poolStats `json:"pools"`
+}
+
+// poolStats is a pool in the engine's snapshot.
+type poolStats struct {
+	ID         uint32    `json:"id"`
+	Worker     string    `json:"worker"`
+	Generation uint32    `json:"generation"`
+	Threads    int       `json:"threads"`
+	Ready      int       `json:"ready"`
+	Failing    int       `json:"failing"`
+	Busy       int       `json:"busy"`
+	Queued     int       `json:"queued"`
+	Duration   histogram `json:"duration"`
+	Wait       histogram `json:"wait"`
+	Crashes    uint64    `json:"crashes"`
+	Restarts   uint64    `json:"restarts"`
+}
+
+// histogram is a histogram of the snapshot: cumulative counts per bound, count and sum
+// in seconds.
+type histogram struct {
+	Buckets []uint64 `json:"buckets"`
+	Count   uint64   `json:"count"`
+	Sum     float64  `json:"sum"`
+}
+
+func (h *histogram) add(o histogram) {
+	if len(h.Buckets) < len(o.Buckets) {
+		h.Buckets = append(h.Buckets, make([]uint64, len(o.Buckets)-len(h.Buckets))...)
+	}
+	for i, b := range o.Buckets {
+		h.Buckets[i] += b
+	}
+	h.Count += o.Count
+	h.Sum += o.Sum
+}
+
+// readStats is the running engine's snapshot, or nil when PHP is not running.
+func readStats() (*engineStats, error) {
+	e := php.engine.Load()
+	if e == nil {
+		return nil, nil
+	}
+	raw, err := e.stats()
+	if err != nil {
+		return nil, err
+	}
+	var s engineStats
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// collector exposes php_worker's metrics. It reads one snapshot of the engine per
+// scrape (one call into the core), so serving requests costs nothing extra.
+type collector struct {
+	threads, busy, idle, maxThreads, queueDepth, queueWait        *prometheus.Desc
+	classicRequests, classicDuration                              *prometheus.Desc
+	workerThreads, workerReady, workerBusy, workerQueue           *prometheus.Desc
+	workerRequests, workerDuration, workerCrashes, workerRestarts *prometheus.Desc
+}
+
+func newCollector() *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("php_worker_"+name, help, labels, nil)
+	}
+	return &collector{
+		threads:         d("threads", "PHP threads running, workers included."),
+		busy:            d("busy_threads", "PHP threads running a request."),
+		idle:            d("idle_threads", "PHP threads waiting for a request."),
+		maxThreads:      d("max_threads", "The autoscaling limit on PHP threads (0: autoscaling off)."),
+		queueDepth:      d("queue_depth", "Requests waiting for a PHP thread, in all pools."),
+		queueWait:       d("queue_wait_seconds", "Time requests waited for a PHP thread, in all pools."),
+		classicRequests: d("classic_requests_total", "Requests served by classic (non-worker) threads."),
+		classicDuration: d("classic_request_duration_seconds", "Time classic threads took per request."),
+		workerThreads:   d("worker_threads", "Threads of the worker.", "worker"),
+		workerReady:     d("worker_ready_threads", "Threads whose current worker script is booted.", "worker"),
+		workerBusy:      d("worker_busy_threads", "Threads of the worker running a request.", "worker"),
+		workerQueue:     d("worker_queue_depth", "Requests waiting for a thread of the worker.", "worker"),
+		workerRequests:  d("worker_requests_total", "Requests served by the worker.", "worker"),
+		workerDuration:  d("worker_request_duration_seconds", "Time the worker took per request.", "worker"),
+		workerCrashes:   d("worker_crashes_total", "Worker scripts that ended on an error or failed to boot.", "worker"),
+		workerRestarts:  d("worker_restarts_total", "Worker scripts restarted on purpose (max_requests, reloads, the admin API, file changes).", "worker"),
+	}
+}
+
+// Describe sends every metric's description.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
+		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
+		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts} {
+		ch <- d
+	}
+}
+
+// Collect reads one snapshot and sends the metrics. Without a running engine it sends
+// only the gauges, at zero.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s, err := readStats()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.threads, err)
+		return
+	}
+	if s == nil {
+		s = &engineStats{}
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	hist := func(d *prometheus.Desc, h histogram, labels ...string) {
+		buckets := make(map[float64]uint64, len(s.HistogramBounds))
+		for i, bound := range s.HistogramBounds {
+			if i < len(h.Buckets) {
+				buckets[bound] = h.Buckets[i]
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, labels...)
+	}
+
+	var busy, idle int
+	for _, t := range s.Threads {
+		switch t.State {
+		case "busy":
+			busy++
+		case "ready":
+			idle++
+		}
+	}
+	gauge(c.threads, float64(len(s.Threads)))
+	gauge(c.busy, float64(busy))
+	gauge(c.idle, float64(idle))
+	gauge(c.maxThreads, float64(s.MaxThreads))
+
+	// Pools of one worker (a removed one still draining beside its successor) are
+	// summed: a label set appears once per scrape.
+	workers := map[string]*poolStats{}
+	var order []string
+	var classic poolStats
+	var queued int
+	var wait histogram
+	for i := range s.Pools {
+		p := &s.Pools[i]
+		queued += p.Queued
+		wait.add(p.Wait)
+		if p.ID == 0 {
+			classic = *p
+			continue
+		}
+		w := workers[p.Worker]
+		if w == nil {
+			w = &poolStats{Worker: p.Worker}
+			workers[p.Worker] = w
+			order = append(order, p.Worker)
+		}
+		w.Threads += p.Threads
+		w.Ready += p.Ready
+		w.Busy += p.Busy
+		w.Queued += p.Queued
+		w.Crashes += p.Crashes
+		w.Restarts += p.Restarts
+		w.Duration.add(p.Duration)
+	}
+	gauge(c.queueDepth, float64(queued))
+	if s.HistogramBounds != nil {
+		hist(c.queueWait, wait)
+		counter(c.classicRequests, classic.Duration.Count)
+		hist(c.classicDuration, classic.Duration)
+	}
+	for _, name := range order {
+		w := workers[name]
+		gauge(c.workerThreads, float64(w.Threads), name)
+		gauge(c.workerReady, float64(w.Ready), name)
+		gauge(c.workerBusy, float64(w.Busy), name)
+		gauge(c.workerQueue, float64(w.Queued), name)
+		counter(c.workerRequests, w.Duration.Count, name)
+		hist(c.workerDuration, w.Duration, name)
+		counter(c.workerCrashes, w.Crashes, name)
+		counter(c.workerRestarts, w.Restarts, name)
+	}
+}
+
+// metrics is the collector every config registers.
+var metrics = newCollector()
+
+// registerMetrics adds php_worker's metrics to the config's registry (each config has
+// its own; the admin API's /metrics serves the running config's).
+func registerMetrics(ctx caddy.Context) error {
+	registry := ctx.GetMetricsRegistry()
+	if registry == nil {
+		return nil
+	}
+	if err := registry.Register(metrics); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var _ prometheus.Collector = (*collector)(nil)
