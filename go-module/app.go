@@ -25,6 +25,18 @@ type App struct {
 	// or the worker threads plus one if that is more.
 	NumThreads int `json:"num_threads,omitempty"`
 
+	// Most PHP threads autoscaling may run, workers included: while requests wait for
+	// a thread and the CPU has room, threads are added to the pool they wait for. A
+	// number of at least num_threads, or "auto": what memory allows, the machine's
+	// memory (or its cgroup's limit) divided by PHP's memory_limit, with 20% kept for
+	// the rest; the log says what it chose. Default: num_threads plus what the workers'
+	// own max_threads add (no autoscaling when none is set).
+	MaxThreads ThreadLimit `json:"max_threads,omitempty"`
+
+	// How long a thread added by autoscaling may wait for a request before it ends.
+	// Default: 5s.
+	MaxIdleTime caddy.Duration `json:"max_idle_time,omitempty"`
+
 	// How long a request may wait for a free PHP thread before it is answered
 	// 503 with a Retry-After header. Default: 0, wait as long as the client does.
 	MaxWaitTime caddy.Duration `json:"max_wait_time,omitempty"`
@@ -43,7 +55,8 @@ type App struct {
 
 	logger   *zap.Logger
 	registry *workerRegistry
-	plan     *plan // set by Start
+	plan     *plan          // set by Start
+	watchers []*fileWatcher // from Start to Stop
 }
 
 // workerRegistry holds the workers of one config: the global ones and those the site
@@ -84,6 +97,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.registry.globalFiles[w.FileName] = w
 	}
 	a.addWorkers(globals)
+	if err := registerMetrics(ctx); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 
 	// On process exit Caddy may stop the http app first, and that waits for the PHP
 	// requests in flight: start PHP's bounded shutdown as soon as stopping begins.
@@ -99,6 +115,9 @@ func (a *App) setup(ctx caddy.Context) {
 	a.logger = ctx.Logger()
 	if a.ShutdownTimeout == 0 {
 		a.ShutdownTimeout = caddy.Duration(30 * time.Second)
+	}
+	if a.MaxIdleTime == 0 {
+		a.MaxIdleTime = caddy.Duration(defaultMaxIdleTime)
 	}
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
@@ -118,8 +137,11 @@ func (a *App) Validate() error {
 	if a.NumThreads < 0 {
 		return fmt.Errorf("num_threads must be positive, got %d", a.NumThreads)
 	}
-	if a.MaxWaitTime < 0 || a.ShutdownTimeout < 0 {
-		return fmt.Errorf("max_wait_time and shutdown_timeout must not be negative")
+	if a.MaxWaitTime < 0 || a.ShutdownTimeout < 0 || a.MaxIdleTime < 0 {
+		return fmt.Errorf("max_wait_time, max_idle_time and shutdown_timeout must not be negative")
+	}
+	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
+		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
 	}
 	return nil
 }
@@ -168,11 +190,16 @@ func (a *App) makePlan() (*plan, error) {
 	} else if total <= workerThreads {
 		return nil, fmt.Errorf("num_threads (%d) must be greater than the worker threads (%d): one thread at least serves classic scripts", total, workerThreads)
 	}
+	maxThreads, why, err := a.maxThreads(total, workers)
+	if err != nil {
+		return nil, err
+	}
 	settings, err := json.Marshal(engineSettings{PHPIni: a.PHPIni})
 	if err != nil {
 		return nil, err
 	}
-	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout)}, nil
+	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
+		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime)}, nil
 }
 
 // Start gives this config's settings and workers to PHP: it starts PHP, or prepares the
@@ -184,12 +211,42 @@ func (a *App) Start() error {
 	}
 	a.plan = p
 	logger.Store(a.logger)
-	return php.start(a, p)
+	if p.maxThreadsWhy != "" {
+		a.logger.Info("max_threads auto", zap.Int("max_threads", p.maxThreads), zap.String("why", p.maxThreadsWhy))
+	}
+	if err := php.start(a, p); err != nil {
+		return err
+	}
+	a.watch(p.workers)
+	return nil
+}
+
+// watch starts the file watchers of the workers that have them. A watcher that cannot
+// start is logged, not fatal: the worker serves without it.
+func (a *App) watch(workers []*WorkerConfig) {
+	for _, w := range workers {
+		if len(w.Watch) == 0 {
+			continue
+		}
+		pool := w.pool
+		fw, err := newFileWatcher(w.watchRoot, w.Watch, watchDebounce, a.logger.With(zap.String("worker", pool.key)),
+			func(files []string) { php.restartWatched(pool, files) })
+		if err != nil {
+			a.logger.Error("cannot watch the worker's files; it serves without restarting on changes",
+				zap.String("worker", pool.key), zap.Error(err))
+			continue
+		}
+		a.watchers = append(a.watchers, fw)
+	}
 }
 
 // Stop hands PHP over to the config that replaces this one, or undoes this config's
 // Start if its load failed, or stops PHP when no config needs it any more.
 func (a *App) Stop() error {
+	for _, fw := range a.watchers {
+		fw.Close()
+	}
+	a.watchers = nil
 	php.stop(a)
 	return nil
 }

@@ -17,8 +17,6 @@ import (
 // Sub-directives of the design that a later release implements. They are refused with
 // a clear error rather than silently ignored.
 var notYet = map[string]string{
-	"max_threads":       "autoscaling",
-	"max_idle_time":     "autoscaling",
 	"shared_store_size": "the shared store",
 }
 
@@ -31,6 +29,8 @@ func notYetErr(d *caddyfile.Dispenser, name string) error {
 //	{
 //		php_worker {
 //			num_threads <n>
+//			max_threads <n>|auto
+//			max_idle_time <duration>
 //			max_wait_time <duration>
 //			shutdown_timeout <duration>
 //			php_ini <key> <value>
@@ -42,17 +42,20 @@ func notYetErr(d *caddyfile.Dispenser, name string) error {
 //			worker {
 //				file <path>
 //				num <n>
+//				max_threads <n>
 //				max_requests <n>
 //				name <name>
 //				env <key> <value>
 //				max_boot_backoff <duration>
+//				watch [<glob>...]
 //			}
 //		}
 //	}
 //
 // num_threads is the number of PHP threads, workers included; it must exceed the worker
-// threads (default 2 × CPUs, or the worker threads + 1 if more);
-// max_wait_time bounds how long a request waits for a free thread before a 503
+// threads (default 2 × CPUs, or the worker threads + 1 if more); max_threads (at least
+// num_threads, or auto) lets autoscaling add threads while requests wait, and
+// max_idle_time (default 5s) is how long an added thread may stay idle; max_wait_time bounds how long a request waits for a free thread before a 503
 // (default: no bound); shutdown_timeout bounds how long running scripts may take to
 // finish on shutdown (default 30s); php_ini overrides php.ini settings and may repeat;
 // worker starts a worker script for every site (see WorkerConfig).
@@ -69,6 +72,22 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 				a.NumThreads = n
+			case "max_threads":
+				var v string
+				if !d.AllArgs(&v) {
+					return d.ArgErr()
+				}
+				limit, err := parseThreadLimit(v)
+				if err != nil {
+					return d.Err(err.Error())
+				}
+				a.MaxThreads = limit
+			case "max_idle_time":
+				dur, err := durationArg(d, true)
+				if err != nil {
+					return err
+				}
+				a.MaxIdleTime = dur
 			case "max_wait_time":
 				dur, err := durationArg(d, false)
 				if err != nil {
@@ -101,7 +120,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if _, ok := notYet[name]; ok {
 					return notYetErr(d, name)
 				}
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_wait_time, shutdown_timeout, php_ini, worker)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, php_ini, worker)", name)
 			}
 		}
 	}
@@ -155,6 +174,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			env <key> <value>
 //			match <path...>
 //			max_boot_backoff <duration>
+//			max_threads <n>
+//			watch [<glob>...]
 //		}
 //	}
 //

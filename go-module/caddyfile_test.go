@@ -20,6 +20,8 @@ import (
 func TestGlobalOption(t *testing.T) {
 	d := caddyfile.NewTestDispenser(`php_worker {
 		num_threads 3
+		max_threads auto
+		max_idle_time 10s
 		max_wait_time 2s
 		php_ini memory_limit 256M
 		php_ini {
@@ -33,6 +35,8 @@ func TestGlobalOption(t *testing.T) {
 	}
 	want := App{
 		NumThreads:  3,
+		MaxThreads:  ThreadLimitAuto,
+		MaxIdleTime: caddy.Duration(10 * time.Second),
 		MaxWaitTime: caddy.Duration(2 * time.Second),
 		PHPIni:      map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
 	}
@@ -49,7 +53,9 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\nmax_wait_time soon\n}":    "duration",
 		"php_worker {\nshutdown_timeout -1s\n}":  "shutdown_timeout must be a duration",
 		"php_worker {\nphp_ini a\n}":             "argument",
-		"php_worker {\nmax_threads 8\n}":         "autoscaling",
+		"php_worker {\nmax_threads 0\n}":         "max_threads must be a positive integer or auto",
+		"php_worker {\nmax_threads many\n}":      "max_threads must be a positive integer or auto",
+		"php_worker {\nmax_idle_time 0s\n}":      "max_idle_time must be a positive duration",
 		"php_worker {\nshared_store_size 1MB\n}": "shared store",
 		"php_worker {\nnonsense 1\n}":            "unknown php_worker option",
 		"php_worker extra":                       "argument",
@@ -131,6 +137,13 @@ func TestWorkerDirectives(t *testing.T) {
 			name api
 			env APP_ENV prod
 			max_boot_backoff 2s
+			max_threads 6
+			watch
+		}
+		worker {
+			file ` + global + `
+			name watched
+			watch src/**/*.php /etc/app/*.ini
 		}
 	}`)
 	var app App
@@ -143,7 +156,8 @@ func TestWorkerDirectives(t *testing.T) {
 	want := []WorkerConfig{
 		{FileName: global, Num: 3},
 		{FileName: other, Num: 2, MaxRequests: 500, Name: "api", Env: map[string]string{"APP_ENV": "prod"},
-			MaxBootBackoff: caddy.Duration(2 * time.Second)},
+			MaxBootBackoff: caddy.Duration(2 * time.Second), MaxThreads: 6, Watch: []string{"**/*.php"}},
+		{FileName: global, Name: "watched", Watch: []string{"src/**/*.php", "/etc/app/*.ini"}},
 	}
 	if !reflect.DeepEqual(app.Workers, want) {
 		t.Errorf("workers = %+v, want %+v", app.Workers, want)
@@ -172,7 +186,7 @@ func TestWorkerDirectiveErrors(t *testing.T) {
 		"php_worker {\nworker {\nfile a.php\nmatch /x\n}\n}":            "only allowed in a site",
 		"php_worker {\nworker a.php zero\n}":                            "positive integer",
 		"php_worker {\nworker {\nnum 2\n}\n}":                           "file is required",
-		"php_worker {\nworker {\nfile a.php\nwatch\n}\n}":               "not available",
+		"php_worker {\nworker {\nfile a.php\nmax_threads 0\n}\n}":       "max_threads must be a positive integer",
 		"php_worker {\nworker {\nfile a.php\nbogus 1\n}\n}":             "unknown worker subdirective",
 		"php_worker {\nworker a.php 1 2\n}":                             "argument",
 		"php_worker {\nworker {\nfile a.php\nnum 0\n}\n}":               "num must be a positive integer",
@@ -244,5 +258,78 @@ func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
 	app.NumThreads = 3
 	if _, err := app.makePlan(); err == nil || !strings.Contains(err.Error(), "must be greater") {
 		t.Errorf("num_threads not above the worker threads: %v", err)
+	}
+}
+
+func TestPlanMaxThreads(t *testing.T) {
+	app := &App{NumThreads: 6}
+	app.setup(caddy.Context{Context: context.Background()})
+	w := &WorkerConfig{FileName: "/a.php", Name: "/scaled.php", Num: 2}
+	app.addWorkers([]*WorkerConfig{w})
+	defer releasePool(w.pool.key)
+	plan := func() (*plan, error) { return app.makePlan() }
+
+	if p, err := plan(); err != nil || p.maxThreads != 0 || p.maxIdle != defaultMaxIdleTime {
+		t.Errorf("no max_threads anywhere turns autoscaling off: %+v %v", p, err)
+	}
+	w.MaxThreads = 5
+	if p, err := plan(); err != nil || p.maxThreads != 9 {
+		t.Errorf("a worker's max_threads adds its extra threads to num_threads: %+v %v", p, err)
+	}
+	app.MaxThreads = 16
+	if p, err := plan(); err != nil || p.maxThreads != 16 {
+		t.Errorf("max_threads: %+v %v", p, err)
+	}
+	app.MaxThreads = 5
+	if _, err := plan(); err == nil || err.Error() != "max_threads (5) must be at least num_threads (6)" {
+		t.Errorf("max_threads below num_threads: %v", err)
+	}
+	app.MaxThreads = ThreadLimitAuto
+	p, err := plan()
+	if err != nil || p.maxThreads < 6 || !strings.Contains(p.maxThreadsWhy, "MiB of memory") {
+		t.Errorf("auto: %+v %v", p, err)
+	}
+}
+
+func TestAutoMaxThreadsDividesMemoryByMemoryLimit(t *testing.T) {
+	memory := machineMemory()
+	if memory == 0 {
+		t.Skip("no /proc/meminfo")
+	}
+	n, why := autoMaxThreads("256M", 2)
+	if want := int(memory * 8 / 10 / (256 << 20)); n != max(want, 2) || !strings.Contains(why, "memory_limit 256M") {
+		t.Errorf("256M: %d (%s), want %d", n, why, want)
+	}
+	if n, why := autoMaxThreads("-1", 2); n != max(int(memory*8/10/(128<<20)), 2) || !strings.Contains(why, "taken as 128M") {
+		t.Errorf("unlimited memory_limit: %d (%s)", n, why)
+	}
+	if n, _ := autoMaxThreads("1T", 3); n < 3 {
+		t.Errorf("never below num_threads: %d", n)
+	}
+	for in, want := range map[string]uint64{"128M": 128 << 20, "1g": 1 << 30, "512K": 512 << 10, "1000": 1000} {
+		if got, ok := phpBytes(in); !ok || got != want {
+			t.Errorf("phpBytes(%q) = %d %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"", "-1", "M", "12Q"} {
+		if _, ok := phpBytes(in); ok {
+			t.Errorf("phpBytes(%q) accepted", in)
+		}
+	}
+}
+
+func TestThreadLimitJSON(t *testing.T) {
+	var app App
+	if err := json.Unmarshal([]byte(`{"max_threads":"auto","max_idle_time":"3s"}`), &app); err != nil || app.MaxThreads != ThreadLimitAuto {
+		t.Errorf("auto: %v %v", app.MaxThreads, err)
+	}
+	if b, _ := json.Marshal(App{MaxThreads: ThreadLimitAuto}); !strings.Contains(string(b), `"max_threads":"auto"`) {
+		t.Errorf("marshal auto: %s", b)
+	}
+	if err := json.Unmarshal([]byte(`{"max_threads":"lots"}`), &app); err == nil {
+		t.Error(`"lots" accepted`)
+	}
+	if err := json.Unmarshal([]byte(`{"max_threads":12}`), &app); err != nil || app.MaxThreads != 12 {
+		t.Errorf("12: %v %v", app.MaxThreads, err)
 	}
 }

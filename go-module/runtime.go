@@ -63,6 +63,11 @@ type plan struct {
 	classic  int
 	workers  []*WorkerConfig
 	grace    time.Duration
+	// Autoscaling: the most PHP threads (0: none added) and how long an extra thread
+	// may stay idle.
+	maxThreads    int
+	maxThreadsWhy string // how "auto" chose maxThreads
+	maxIdle       time.Duration
 }
 
 func init() {
@@ -134,6 +139,8 @@ func (rt *phpRuntime) start(a *App, p *plan) error {
 		st.staged = generation
 	}
 	rt.pending = a
+	appLogger().Info("new config staged: its workers boot beside the running ones until it takes over",
+		zap.Int("workers", len(p.workers)))
 	return nil
 }
 
@@ -166,7 +173,9 @@ func (rt *phpRuntime) commit() {
 		rt.shutdownEngine(p.plan.grace)
 		if err := rt.boot(p.plan); err != nil {
 			appLogger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
-			if err := rt.boot(&plan{settings: rt.settings, classic: p.plan.classic, workers: p.plan.workers}); err != nil {
+			fallback := *p.plan
+			fallback.settings = rt.settings
+			if err := rt.boot(&fallback); err != nil {
 				appLogger().Error("PHP does not start", zap.Error(err))
 			}
 		}
@@ -183,9 +192,14 @@ func (rt *phpRuntime) commit() {
 		}
 	}
 	rt.commitSpecs(p.plan)
+	if err := e.autoscale(p.plan.maxThreads, p.plan.maxIdle); err != nil {
+		appLogger().Error("setting autoscaling", zap.Error(err))
+	}
 	if err := e.resizeClassic(p.plan.classic); err != nil {
 		appLogger().Error("resizing the classic pool", zap.Error(err))
 	}
+	appLogger().Info("new config active", zap.Int("classic_threads", p.plan.classic), zap.Int("max_threads", p.plan.maxThreads),
+		zap.Int("workers", len(p.plan.workers)))
 }
 
 func (rt *phpRuntime) commitSpecs(p *plan) {
@@ -237,7 +251,10 @@ func (rt *phpRuntime) boot(p *plan) error {
 		pools[id] = st
 		return nil
 	}
-	err = e.resizeClassic(p.classic)
+	err = e.autoscale(p.maxThreads, p.maxIdle)
+	if err == nil {
+		err = e.resizeClassic(p.classic)
+	}
 	for _, w := range p.workers {
 		if err == nil {
 			err = create(w.pool.id, w.pool.key, w.spec())
@@ -256,7 +273,8 @@ func (rt *phpRuntime) boot(p *plan) error {
 	rt.engine.Store(e)
 	reserveCallbackP(true)
 	appLogger().Info("PHP engine started", zap.String("php_version", phpVersion()), zap.String("core", coreBuildID),
-		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)))
+		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
+		zap.Int("max_threads", p.maxThreads))
 	return nil
 }
 
@@ -294,6 +312,25 @@ func (rt *phpRuntime) removePool(p *workerPool) {
 		}
 	}
 	appLogger().Info("worker removed: its threads finish their requests and stop", zap.String("worker", p.key))
+}
+
+// restartWatched restarts one worker's scripts because files it watches changed: a new
+// generation boots beside the running one and takes over as it is ready. A worker
+// that a config load is restarting already is left to it.
+func (rt *phpRuntime) restartWatched(p *workerPool, files []string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	st, e := rt.pools[p.id], rt.engine.Load()
+	if st == nil || e == nil || st.staged != 0 {
+		return
+	}
+	generation, err := e.restartPool(p.id, nil, true)
+	if err != nil {
+		appLogger().Error("restarting a worker after file changes", zap.String("worker", p.key), zap.Error(err))
+		return
+	}
+	appLogger().Info("files changed: restarting worker", zap.String("worker", p.key), zap.Strings("files", files),
+		zap.Uint32("generation", generation))
 }
 
 // submit hands a request to a pool of the running engine, waiting for an engine (the

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -31,6 +32,11 @@ type WorkerConfig struct {
 
 	// Threads running the script. Default: 2 × the number of CPUs.
 	Num int `json:"num,omitempty"`
+
+	// Most threads autoscaling may give this worker (at least num). Default: no limit
+	// of its own; the app's max_threads still bounds all threads. Setting it turns
+	// autoscaling on even without the app's max_threads.
+	MaxThreads int `json:"max_threads,omitempty"`
 
 	// Restart the script after it served this many requests. Default: 0, never.
 	MaxRequests int `json:"max_requests,omitempty"`
@@ -53,11 +59,23 @@ type WorkerConfig struct {
 	// frankenphp_handle_request(). Pauses start at 100ms and double. Default: 5s.
 	MaxBootBackoff caddy.Duration `json:"max_boot_backoff,omitempty"`
 
-	pool     *workerPool // the pool this config holds, from its Provision to its Cleanup
-	released bool
-	env      [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
-	matcher  caddyhttp.MatchPath
+	// Restart the worker, the way a reload does, when files matching these globs change
+	// (changes within 150ms count as one). Globs are relative to the site root (for a
+	// global worker, to the script's directory) or absolute; ** matches any number of
+	// folders. Hidden folders, vendor and node_modules are skipped unless a glob names
+	// them. In the Caddyfile, `watch` alone means **/*.php. Default: no watching.
+	Watch []string `json:"watch,omitempty"`
+
+	pool      *workerPool // the pool this config holds, from its Provision to its Cleanup
+	released  bool
+	watchRoot string      // what relative Watch globs are relative to
+	env       [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
+	matcher   caddyhttp.MatchPath
 }
+
+// watchDebounce is how long file changes must pause before a watched worker restarts:
+// a deploy or a save writes several files.
+const watchDebounce = 150 * time.Millisecond
 
 // provision makes the file absolute (relative to base), fills defaults and prepares
 // the environment; inherited is the site's env.
@@ -76,8 +94,20 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	if w.Num == 0 {
 		w.Num = 2 * cpus()
 	}
-	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 {
-		return fmt.Errorf("worker %s: num, max_requests and max_boot_backoff must not be negative", w.Name)
+	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 || w.MaxThreads < 0 {
+		return fmt.Errorf("worker %s: num, max_threads, max_requests and max_boot_backoff must not be negative", w.Name)
+	}
+	if w.MaxThreads != 0 && w.MaxThreads < w.Num {
+		return fmt.Errorf("worker %s: max_threads (%d) must be at least num (%d)", w.Name, w.MaxThreads, w.Num)
+	}
+	w.watchRoot = base
+	if w.watchRoot == "" {
+		w.watchRoot = filepath.Dir(abs)
+	}
+	for _, g := range w.Watch {
+		if _, err := parseWatchGlob(w.watchRoot, g); err != nil {
+			return fmt.Errorf("worker %s: %w", w.Name, err)
+		}
 	}
 	merged := map[string]string{}
 	for k, v := range inherited {
@@ -245,10 +275,19 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 				return w, err
 			}
 			w.MaxBootBackoff = dur
-		case "max_threads", "watch":
-			return w, d.Errf("worker %s is not available in this version of php_worker", name)
+		case "max_threads":
+			n, err := intArg(d, 1)
+			if err != nil {
+				return w, err
+			}
+			w.MaxThreads = n
+		case "watch":
+			w.Watch = d.RemainingArgs()
+			if len(w.Watch) == 0 {
+				w.Watch = []string{defaultWatchGlob}
+			}
 		default:
-			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_requests, name, env, match, max_boot_backoff)", name)
+			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_threads, max_requests, name, env, match, max_boot_backoff, watch)", name)
 		}
 	}
 	if w.FileName == "" {

@@ -166,9 +166,16 @@ typedef struct {
   // script sees an aborted connection, and a response whose headers have not left
   // yet becomes a bare 408.
   int64_t (*read_body)(size_t handle, uint8_t *buf, size_t len);
-  // A log line (UTF-8, not NUL-terminated) at a PHP_WORKER_LOG_* level; `handle` is
-  // the request it belongs to, or 0.
-  void (*log)(size_t handle, int32_t level, const uint8_t *message, size_t len);
+  // A log line at a PHP_WORKER_LOG_* level; `handle` is the request it belongs to, or
+  // 0. `message` (UTF-8, not NUL-terminated) is the line; `fields` is empty or a JSON
+  // object (UTF-8) of structured fields, such as `{"worker":"app","thread":"php-3"}`
+  // or a PHP error's `{"php_error":"Warning","file":"/app/x.php","line":3}`.
+  void (*log)(size_t handle,
+              int32_t level,
+              const uint8_t *message,
+              size_t message_len,
+              const uint8_t *fields,
+              size_t fields_len);
 } php_worker_callbacks_t;
 
 #ifdef __cplusplus
@@ -211,9 +218,13 @@ void php_worker_engine_shutdown(php_worker_engine_t *engine, uint64_t grace_ms);
 void php_worker_engine_delete(php_worker_engine_t *engine);
 
 // A snapshot of the engine's threads and pools, as UTF-8 JSON:
-// `{"threads": [{"index", "name", "state", "pool", "worker", "generation", "method",
-// "uri", "requests", "memory"}], "pools": [{"id", "worker", "generation", "staged",
-// "threads", "ready", "failing", "queued"}]}`. Reads atomics only: PHP is not called.
+// `{"max_threads", "histogram_bounds": [seconds], "threads": [{"index", "name", "state", "pool", "worker",
+// "generation", "method", "uri", "requests", "memory"}], "pools": [{"id", "worker",
+// "generation", "staged", "threads", "ready", "failing", "busy", "idle", "base",
+// "max_threads", "queued", "duration", "wait", "crashes", "restarts"}]}`, where
+// `duration` and `wait` are histograms `{"buckets": [cumulative counts], "count",
+// "sum"}` in seconds over fixed bounds (src/runtime/counters.rs). Reads atomics and
+// short locks only: PHP is not called.
 // On success writes the bytes to `*out` (free them with php_worker_bytes_delete()).
 //
 // # Safety
@@ -223,8 +234,9 @@ php_worker_error_t *php_worker_engine_stats(const php_worker_engine_t *engine,
 
 // Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 // threads boot the worker script at once, and it takes requests as they are ready.
-// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_requests": n,
-// "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during the call.
+// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_threads": n,
+// "max_requests": n, "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during
+// the call.
 //
 // # Safety
 // `engine` is live; `spec_json` is valid for `spec_len` bytes.
@@ -233,14 +245,27 @@ php_worker_error_t *php_worker_pool_new(const php_worker_engine_t *engine,
                                         const uint8_t *spec_json,
                                         size_t spec_len);
 
-// Sets the number of threads of the classic pool: new threads start at once; extra
-// ones finish their request and end (the call does not wait for them).
+// Sets the number of threads of the classic pool: new threads start at once. Extra
+// ones finish their request and end (the call does not wait for them), or, while
+// autoscaling is on, end once idle for longer than its idle time.
 //
 // # Safety
 // `engine` is live.
 php_worker_error_t *php_worker_pool_resize(const php_worker_engine_t *engine,
                                            uint32_t pool,
                                            uint32_t threads);
+
+// Sets autoscaling: while requests wait for a thread and the CPU has room, threads are
+// added to their pool (up to `max_threads` PHP threads in all, and each worker's own
+// max_threads); threads beyond a pool's configured number that wait for a request
+// longer than `max_idle_ms` end. `max_threads` 0 adds no thread (idle extra ones
+// still end). Takes effect at once; does not block.
+//
+// # Safety
+// `engine` is live.
+php_worker_error_t *php_worker_engine_autoscale(const php_worker_engine_t *engine,
+                                                uint32_t max_threads,
+                                                uint64_t max_idle_ms);
 
 // Restarts a worker pool's script without refusing a request: a new generation of
 // threads boots (with `spec_json`, or the current settings when it is NULL) beside the

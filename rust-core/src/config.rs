@@ -35,6 +35,10 @@ pub struct WorkerSpec {
     /// (each request carries its own).
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// Most threads autoscaling may give the worker; 0 for no limit of its own (the
+    /// engine's limit still applies). Never below `num`.
+    #[serde(default)]
+    pub max_threads: usize,
     /// Longest wait between two boot attempts of a script that keeps failing before
     /// it reaches frankenphp_handle_request(). Waits start at 100 ms and double.
     #[serde(default = "default_boot_backoff_ms")]
@@ -82,6 +86,12 @@ impl WorkerSpec {
         if spec.num == 0 {
             return Err(Error::Config(format!("worker {}: num must be at least 1", spec.name)));
         }
+        if spec.max_threads != 0 && spec.max_threads < spec.num {
+            return Err(Error::Config(format!(
+                "worker {}: max_threads ({}) must be at least num ({})",
+                spec.name, spec.max_threads, spec.num
+            )));
+        }
         if !spec.file.starts_with('/') || spec.file.contains('\0') {
             return Err(Error::Config(format!("worker {}: file must be an absolute path", spec.name)));
         }
@@ -113,5 +123,7 @@ mod tests {
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"rel.php","num":1}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":0}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"x":1}"#).is_err());
+        assert_eq!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":2,"max_threads":8}"#).unwrap().max_threads, 8);
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":2,"max_threads":1}"#).is_err());
     }
 }

@@ -15,6 +15,7 @@ use crate::pool::Pool;
 use crate::request::Request;
 use crate::runtime::registry::{Registry, release_free_memory};
 use crate::runtime::thread::{PHP_THREAD_STACK, PoolId, ThreadInfo};
+use crate::scaling::{Limits, Pools, Scaler};
 use crate::php::sys::{self, ShimVars};
 
 /// The classic pool's id.
@@ -36,7 +37,8 @@ pub struct Engine {
     host: Arc<Host>,
     registry: Arc<Registry>,
     /// A handful of pools, found by a scan (cheaper per request than hashing).
-    pools: RwLock<Vec<Arc<Pool>>>,
+    pools: Pools,
+    scaler: Mutex<Option<Scaler>>,
     queue_capacity: usize,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
@@ -56,11 +58,20 @@ impl Engine {
         let main = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
         let registry = Arc::new(Registry::default());
         let classic = Pool::classic(CLASSIC, config.queue_capacity, &host, &registry);
+        let pools: Pools = Arc::new(RwLock::new(vec![classic]));
+        let scaler = match Scaler::start(pools.clone(), host.clone()) {
+            Ok(scaler) => Some(scaler),
+            Err(e) => {
+                host.log(0, Level::Error, &format!("cannot start the autoscaler thread ({e}): PHP threads stay at their configured numbers"));
+                None
+            }
+        };
         host.log(0, Level::Info, &format!("PHP {} started", crate::PHP_VERSION));
         Ok(Engine {
             host,
             registry,
-            pools: RwLock::new(vec![classic]),
+            pools,
+            scaler: Mutex::new(scaler),
             queue_capacity: config.queue_capacity,
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
@@ -133,6 +144,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Sets the autoscaling limits (see src/scaling.rs).
+    pub fn set_limits(&self, limits: Limits) {
+        if let Some(scaler) = self.scaler.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            scaler.set_limits(limits);
+        }
+    }
+
+    /// The autoscaling limits in force.
+    pub fn limits(&self) -> Limits {
+        self.scaler.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|s| s.limits()).unwrap_or_default()
+    }
+
     /// Every PHP thread that has not ended.
     pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
         self.registry.threads()
@@ -146,6 +169,7 @@ impl Engine {
             return;
         };
         self.running.store(false, Ordering::Release);
+        drop(self.scaler.lock().unwrap_or_else(|e| e.into_inner()).take());
         let pools: Vec<Arc<Pool>> = std::mem::take(&mut *self.pools.write().unwrap_or_else(|e| e.into_inner()));
         for pool in &pools {
             pool.drain();

@@ -16,6 +16,7 @@
 //! - `runtime`: PHP threads (their state, registry and commands), the classic and
 //!   worker loops, the per-thread environment;
 //! - `pool`: a queue and its threads, worker generations;
+//! - `scaling`: the autoscaler thread (adds threads while requests wait, removes idle ones);
 //! - `engine` (main thread, pool table, shutdown) and `stats` (snapshots);
 //! - `abi::exports`: every `extern "C"` function the host calls.
 //!
@@ -31,6 +32,7 @@ pub mod php;
 pub mod request;
 pub mod runtime;
 pub mod pool;
+pub mod scaling;
 pub mod engine;
 pub mod stats;
 

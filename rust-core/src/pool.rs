@@ -8,6 +8,10 @@
 //! request and ends. A new generation that cannot boot never retires anything, so the
 //! old one keeps serving. A generation can also be staged (booted but not taking
 //! requests) until the config that asked for it is committed, or discarded.
+//!
+//! A pool has a base size (the classic pool's configured threads, a worker's `num`) and
+//! may run more: the autoscaler (src/scaling.rs) adds threads while requests wait and
+//! removes extra ones that stay idle.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -18,9 +22,12 @@ use crate::config::WorkerSpec;
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
 use crate::request::Request;
+use crate::runtime::counters::{HistogramSnapshot, PoolCounters};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
-use crate::runtime::thread::{Assignment, Command, PoolEvents, PoolId, Role, ThreadHandle, ThreadInfo, ThreadState};
+use crate::runtime::thread::{
+    Assignment, Command, PoolEvents, PoolId, Role, ThreadHandle, ThreadInfo, ThreadState, since_epoch,
+};
 
 pub struct Pool {
     pub id: PoolId,
@@ -29,6 +36,7 @@ pub struct Pool {
     host: Arc<Host>,
     registry: Arc<Registry>,
     me: Weak<Pool>,
+    counters: Arc<PoolCounters>,
     state: Mutex<PoolState>,
 }
 
@@ -38,6 +46,8 @@ struct PoolState {
     workers: Option<Workers>,
     /// The pool was removed from its engine: it serves what is queued, then its threads end.
     draining: bool,
+    /// The classic pool's configured threads (a worker pool's is its generation's num).
+    classic_base: usize,
 }
 
 struct Workers {
@@ -80,7 +90,7 @@ impl Member {
     }
 }
 
-/// A pool's state for the thread list and the host.
+/// A pool's state for the thread list, the metrics and the host.
 #[derive(Serialize, Debug, Clone)]
 pub struct PoolStats {
     pub id: PoolId,
@@ -96,8 +106,39 @@ pub struct PoolStats {
     pub ready: usize,
     /// Threads whose worker script fails to boot.
     pub failing: usize,
+    /// Threads running a request.
+    pub busy: usize,
+    /// Threads waiting for a request.
+    pub idle: usize,
+    /// The configured threads; more run while autoscaling adds them.
+    pub base: usize,
+    /// The most threads the pool may have (0: only the engine's limit).
+    pub max_threads: usize,
     /// Requests waiting for a thread.
     pub queued: usize,
+    /// Requests served, with their durations.
+    pub duration: HistogramSnapshot,
+    /// How long requests waited for a thread.
+    pub wait: HistogramSnapshot,
+    /// Worker scripts that ended on an error.
+    pub crashes: u64,
+    /// Worker scripts ended on purpose and started again.
+    pub restarts: u64,
+}
+
+/// What the autoscaler needs to know of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLoad {
+    /// Requests waiting for a thread.
+    pub queued: usize,
+    /// Threads that take (or will take, once booted) requests.
+    pub threads: usize,
+    /// Of those, threads still starting or booting: capacity on its way.
+    pub starting: usize,
+    /// Of those, threads whose worker script fails to boot: more threads would fail too.
+    pub failing: usize,
+    /// How many more threads the pool's own limit allows.
+    pub room: usize,
 }
 
 /// The pool in log lines and answers: "worker <name>" or "the classic pool".
@@ -122,7 +163,8 @@ impl Pool {
             host: host.clone(),
             registry: registry.clone(),
             me: me.clone(),
-            state: Mutex::new(PoolState { members: Vec::new(), workers, draining: false }),
+            counters: PoolCounters::new(),
+            state: Mutex::new(PoolState { members: Vec::new(), workers, draining: false, classic_base: 0 }),
         })
     }
 
@@ -167,6 +209,7 @@ impl Pool {
             queue: self.rx.clone(),
             role: generation.map_or(Role::Classic, |g| Role::Worker(g.clone())),
             events,
+            counters: self.counters.clone(),
         }
     }
 
@@ -186,9 +229,10 @@ impl Pool {
         }
     }
 
-    /// Sets the number of threads of the classic pool: new ones start at once, extra
-    /// ones finish their request and end.
-    pub fn resize(&self, threads: usize) -> Result<()> {
+    /// Sets the number of threads of the classic pool: new ones start at once. Extra
+    /// ones finish their request and end, unless `keep_extra` (autoscaling is on: idle
+    /// ones end after the idle time, so a reload under load keeps its capacity).
+    pub fn resize(&self, threads: usize, keep_extra: bool) -> Result<()> {
         let mut state = lock(&self.state);
         if state.draining {
             return Err(Error::Stopped);
@@ -196,9 +240,13 @@ impl Pool {
         if state.workers.is_some() {
             return Err(Error::Pool(self.id, "a worker pool's size is set by its worker's num".into()));
         }
+        state.classic_base = threads;
         let alive = state.members.iter().filter(|m| !m.leaving).count();
         if threads > alive {
             return self.spawn(&mut state, threads - alive, None);
+        }
+        if keep_extra {
+            return Ok(());
         }
         let mut extra: Vec<usize> = (0..state.members.len()).filter(|&i| !state.members[i].leaving).collect();
         extra.sort_by_key(|&i| state.members[i].retire_rank());
@@ -228,7 +276,15 @@ impl Pool {
         let spec = spec.unwrap_or_else(|| workers.current.spec.clone());
         let generation = Arc::new(Generation::new(workers.next_generation, spec, false));
         workers.next_generation += 1;
-        if let Err(e) = self.spawn(&mut state, generation.spec.num, Some(&generation)) {
+        // As many threads as the running generation has now (autoscaling may have added
+        // some), so the pool keeps its capacity while the new threads take over.
+        let current = workers.current.id;
+        let running = state.members.iter().filter(|m| m.pulls() && m.generation_id() == current).count();
+        let mut n = running.max(generation.spec.num);
+        if generation.spec.max_threads != 0 {
+            n = n.min(generation.spec.max_threads);
+        }
+        if let Err(e) = self.spawn(&mut state, n, Some(&generation)) {
             self.stop_members(&mut state, |m| m.generation_id() == generation.id);
             return Err(e);
         }
@@ -271,12 +327,11 @@ impl Pool {
         Ok(())
     }
 
-    /// Retires as many threads of older generations as the current one has booted: the
+    /// Retires threads of older generations one for one as the current one's boot: the
     /// old ones keep serving for the new threads that are not ready yet.
     fn rebalance(&self, state: &mut PoolState) {
         let Some(current) = state.workers.as_ref().map(|w| w.current.clone()) else { return };
-        let booted = state.members.iter().filter(|m| !m.leaving && m.booted && m.generation_id() == current.id).count();
-        let keep = current.spec.num.saturating_sub(booted);
+        let keep = state.members.iter().filter(|m| !m.leaving && !m.booted && m.generation_id() == current.id).count();
         let mut old: Vec<usize> = (0..state.members.len())
             .filter(|&i| {
                 let m = &state.members[i];
@@ -288,11 +343,82 @@ impl Pool {
         }
         old.sort_by_key(|&i| state.members[i].retire_rank());
         let retire = old.len() - keep;
+        self.counters.restarted(retire as u64);
         for i in old.into_iter().take(retire) {
             let m = &mut state.members[i];
             m.leaving = true;
             m.thread.send(Command::Stop);
         }
+    }
+
+    /// The size the pool returns to when idle: the classic pool's configured threads,
+    /// or the current generation's num.
+    fn base(state: &PoolState) -> usize {
+        state.workers.as_ref().map_or(state.classic_base, |w| w.current.spec.num)
+    }
+
+    /// The pool's own limit on its threads; 0 for none.
+    fn own_max(state: &PoolState) -> usize {
+        state.workers.as_ref().map_or(0, |w| w.current.spec.max_threads)
+    }
+
+    /// What the autoscaler looks at.
+    pub fn load(&self) -> PoolLoad {
+        let state = lock(&self.state);
+        let pulling = || state.members.iter().filter(|m| m.pulls());
+        let threads = pulling().count();
+        let max = Pool::own_max(&state);
+        PoolLoad {
+            queued: self.rx.len(),
+            threads,
+            starting: pulling().filter(|m| matches!(m.thread.info.state(), ThreadState::Starting | ThreadState::Booting)).count(),
+            failing: pulling().filter(|m| m.failing).count(),
+            room: if state.draining { 0 } else if max == 0 { usize::MAX } else { max.saturating_sub(threads) },
+        }
+    }
+
+    /// Adds up to `n` threads (of the current generation, for a worker pool) within the
+    /// pool's own limit. Returns how many started.
+    pub fn grow(&self, n: usize) -> Result<usize> {
+        let mut state = lock(&self.state);
+        if state.draining {
+            return Ok(0);
+        }
+        let max = Pool::own_max(&state);
+        let threads = state.members.iter().filter(|m| m.pulls()).count();
+        let n = if max == 0 { n } else { n.min(max.saturating_sub(threads)) };
+        let generation = state.workers.as_ref().map(|w| w.current.clone());
+        self.spawn(&mut state, n, generation.as_ref())?;
+        Ok(n)
+    }
+
+    /// Stops threads above the base size that have waited for a request longer than
+    /// `max_idle`. Returns how many were told to stop.
+    pub fn shrink_idle(&self, max_idle: std::time::Duration) -> usize {
+        let mut state = lock(&self.state);
+        let base = Pool::base(&state);
+        let pulling = state.members.iter().filter(|m| m.pulls()).count();
+        if pulling <= base || state.draining {
+            return 0;
+        }
+        let now = since_epoch();
+        let mut idle: Vec<usize> = (0..state.members.len())
+            .filter(|&i| {
+                let m = &state.members[i];
+                m.pulls() && m.thread.info.state() == ThreadState::Ready && m.thread.info.idle_for(now) > max_idle
+            })
+            .collect();
+        idle.truncate(pulling - base);
+        for &i in &idle {
+            state.members[i].leaving = true;
+            state.members[i].thread.send(Command::Stop);
+        }
+        idle.len()
+    }
+
+    /// The pool's name in log fields: the worker's, or "" for the classic pool.
+    pub fn worker_name(&self) -> String {
+        lock(&self.state).workers.as_ref().map_or_else(String::new, |w| w.current.spec.name.clone())
     }
 
     /// Stops taking part: the pool (already out of its engine's table, so nothing new is
@@ -367,7 +493,15 @@ impl Pool {
                 None => living().count(),
             },
             failing: living().filter(|m| m.failing).count(),
+            busy: living().filter(|m| m.thread.info.state() == ThreadState::Busy).count(),
+            idle: living().filter(|m| m.thread.info.state() == ThreadState::Ready).count(),
+            base: Pool::base(&state),
+            max_threads: Pool::own_max(&state),
             queued: self.rx.len(),
+            duration: self.counters.duration.snapshot(),
+            wait: self.counters.wait.snapshot(),
+            crashes: self.counters.crashes.load(std::sync::atomic::Ordering::Relaxed),
+            restarts: self.counters.restarts.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

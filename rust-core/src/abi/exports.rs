@@ -16,6 +16,7 @@ use crate::error::{Error, Result, panic_message};
 use crate::host::Host;
 use crate::layout::Strings;
 use crate::request::{Request, RunState};
+use crate::scaling::Limits;
 
 /// A running PHP engine (opaque).
 pub struct EngineHandle {
@@ -130,9 +131,13 @@ pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
 }
 
 /// A snapshot of the engine's threads and pools, as UTF-8 JSON:
-/// `{"threads": [{"index", "name", "state", "pool", "worker", "generation", "method",
-/// "uri", "requests", "memory"}], "pools": [{"id", "worker", "generation", "staged",
-/// "threads", "ready", "failing", "queued"}]}`. Reads atomics only: PHP is not called.
+/// `{"max_threads", "histogram_bounds": [seconds], "threads": [{"index", "name", "state", "pool", "worker",
+/// "generation", "method", "uri", "requests", "memory"}], "pools": [{"id", "worker",
+/// "generation", "staged", "threads", "ready", "failing", "busy", "idle", "base",
+/// "max_threads", "queued", "duration", "wait", "crashes", "restarts"}]}`, where
+/// `duration` and `wait` are histograms `{"buckets": [cumulative counts], "count",
+/// "sum"}` in seconds over fixed bounds (src/runtime/counters.rs). Reads atomics and
+/// short locks only: PHP is not called.
 /// On success writes the bytes to `*out` (free them with php_worker_bytes_delete()).
 ///
 /// # Safety
@@ -152,8 +157,9 @@ pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, ou
 
 /// Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 /// threads boot the worker script at once, and it takes requests as they are ready.
-/// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_requests": n,
-/// "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during the call.
+/// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_threads": n,
+/// "max_requests": n, "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during
+/// the call.
 ///
 /// # Safety
 /// `engine` is live; `spec_json` is valid for `spec_len` bytes.
@@ -166,14 +172,36 @@ pub unsafe extern "C" fn php_worker_pool_new(engine: *const EngineHandle, pool: 
     })
 }
 
-/// Sets the number of threads of the classic pool: new threads start at once; extra
-/// ones finish their request and end (the call does not wait for them).
+/// Sets the number of threads of the classic pool: new threads start at once. Extra
+/// ones finish their request and end (the call does not wait for them), or, while
+/// autoscaling is on, end once idle for longer than its idle time.
 ///
 /// # Safety
 /// `engine` is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_resize(engine: *const EngineHandle, pool: u32, threads: u32) -> *mut ErrorHandle {
-    catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.resize(threads as usize))
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        let autoscaling = engine.limits().max_threads > 0;
+        engine.pool(pool)?.resize(threads as usize, autoscaling)
+    })
+}
+
+/// Sets autoscaling: while requests wait for a thread and the CPU has room, threads are
+/// added to their pool (up to `max_threads` PHP threads in all, and each worker's own
+/// max_threads); threads beyond a pool's configured number that wait for a request
+/// longer than `max_idle_ms` end. `max_threads` 0 adds no thread (idle extra ones
+/// still end). Takes effect at once; does not block.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_autoscale(engine: *const EngineHandle, max_threads: u32, max_idle_ms: u64) -> *mut ErrorHandle {
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        engine.set_limits(Limits { max_threads: max_threads as usize, max_idle: Duration::from_millis(max_idle_ms) });
+        Ok(())
+    })
 }
 
 /// Restarts a worker pool's script without refusing a request: a new generation of

@@ -19,7 +19,7 @@ const DISPLAY_ERRORS: &str = r#"{"php_ini":{"display_errors":"1","html_errors":"
 fn with_engine(config: &str, classic: usize, f: impl FnOnce(&Engine)) {
     let _turn = ENGINE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let engine = Engine::start(&EngineConfig::from_json(config.as_bytes()).unwrap(), test_host()).unwrap();
-    engine.pool(CLASSIC).unwrap().resize(classic).unwrap();
+    engine.pool(CLASSIC).unwrap().resize(classic, false).unwrap();
     f(&engine);
     engine.shutdown(Duration::from_secs(5));
 }
@@ -55,6 +55,19 @@ fn get(engine: &Engine, pool: PoolId, path: &str, query: &str) -> Vec<Call> {
 
 fn get_body(engine: &Engine, pool: PoolId, path: &str) -> String {
     body(&get(engine, pool, path, ""))
+}
+
+/// Whether a log line with exactly this message and fields containing `fields` came
+/// within 10 s.
+fn wait_event(message: &str, fields: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if EXCHANGES.logs.lock().unwrap().iter().any(|l| l.2 == message && l.3.contains(fields)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
 
 /// Waits until `check` holds, for up to 10 s.
@@ -108,8 +121,12 @@ fn php_errors_reach_the_log_with_their_level() {
         let s = script("log.php", "<?php error_log('custom line'); trigger_error('careful', E_USER_WARNING);");
         let handle = get(engine, CLASSIC, &s, "")[0].handle;
         let logs: Vec<_> = EXCHANGES.logs.lock().unwrap().iter().filter(|l| l.0 == handle).cloned().collect();
-        assert!(logs.iter().any(|l| l.1 == Level::Info as i32 && l.2.contains("custom line")), "{logs:?}");
-        assert!(logs.iter().any(|l| l.1 == Level::Warn as i32 && l.2.contains("careful")), "{logs:?}");
+        let custom = logs.iter().find(|l| l.2 == "custom line").expect("error_log() is logged with its message alone");
+        assert_eq!(custom.1, Level::Info as i32);
+        assert_eq!(custom.3, format!(r#"{{"source":"error_log","file":"{s}","line":1}}"#));
+        let warning = logs.iter().find(|l| l.2 == "careful").expect("a PHP warning is logged with its message alone");
+        assert_eq!(warning.1, Level::Warn as i32);
+        assert_eq!(warning.3, format!(r#"{{"php_error":"Warning","file":"{s}","line":1}}"#));
     });
 }
 
@@ -135,10 +152,10 @@ fn the_classic_pool_grows_and_shrinks_in_place() {
     with_engine("{}", 2, |engine| {
         eventually("2 threads", || threads_of(engine, CLASSIC).len() == 2);
         let before = threads_of(engine, CLASSIC);
-        engine.pool(CLASSIC).unwrap().resize(5).unwrap();
+        engine.pool(CLASSIC).unwrap().resize(5, false).unwrap();
         eventually("5 threads", || threads_of(engine, CLASSIC).len() == 5);
         assert!(before.iter().all(|i| threads_of(engine, CLASSIC).contains(i)), "growing keeps the running threads");
-        engine.pool(CLASSIC).unwrap().resize(1).unwrap();
+        engine.pool(CLASSIC).unwrap().resize(1, false).unwrap();
         eventually("1 thread", || engine.threads().len() == 1);
         assert_eq!(get_body(engine, CLASSIC, &s), "ok");
         assert!(matches!(engine.pool(CLASSIC).unwrap().restart(None, true), Err(Error::Pool(..))));
@@ -184,7 +201,10 @@ fn a_failing_request_gets_a_500_and_the_worker_restarts() {
         assert_eq!(calls[0].status, 500);
         assert!(body(&calls).contains("Uncaught LogicException: boom"), "{}", body(&calls));
         assert_eq!(get_body(engine, 1, &w), "n=1", "a fresh script serves the next request");
-        assert!(wait_log("script ended unexpectedly on thread php-", Duration::from_secs(5)), "the restart is logged with the thread");
+        assert!(wait_event("worker script crashed; restarting it", r#""worker":"w","thread":"php-"#), "the restart is logged with the thread");
+        let pool = engine.pool(1).unwrap().stats();
+        assert_eq!((pool.crashes, pool.restarts), (1, 0), "a crash is no restart on purpose");
+        assert_eq!(pool.duration.count, 3, "the failed request counts too");
     });
 }
 
@@ -199,8 +219,9 @@ fn a_worker_that_cannot_boot_answers_its_waiting_requests_503() {
         assert!(calls[0].headers.contains(&("Retry-After".into(), "1".into())), "{:?}", calls[0].headers);
         assert_eq!(body(&calls), "503 Service Unavailable: worker w fails to start; the server log says why\n");
         // The thread logs after it has answered: wait for the line.
-        assert!(wait_log("worker w: no thread can start the script; answered 1", Duration::from_secs(10)));
-        assert!(wait_log("failed before reaching frankenphp_handle_request() on thread php-", Duration::from_secs(1)));
+        assert!(wait_event("no thread can start the worker script: answered the waiting requests 503", r#""worker":"w","answered":1"#));
+        assert!(wait_event("worker script failed before reaching frankenphp_handle_request(); backing off", r#""thread":"php-"#));
+        assert!(engine.pool(1).unwrap().stats().crashes >= 1, "a failed boot is a crash");
     });
 }
 
@@ -211,6 +232,8 @@ fn max_requests_recycles_the_script() {
         engine.create_worker_pool(1, spec(&w, 1, r#","max_requests":2"#)).unwrap();
         let bodies: Vec<String> = (0..5).map(|_| get_body(engine, 1, &w)).collect();
         assert_eq!(bodies, vec!["1", "2", "1", "2", "1"]);
+        let pool = engine.pool(1).unwrap().stats();
+        assert_eq!((pool.restarts, pool.crashes), (2, 0));
     });
 }
 
@@ -390,7 +413,106 @@ fn stats_list_threads_and_pools() {
         assert!(stats.threads.iter().filter(|t| t.pool == CLASSIC).all(|t| t.worker.is_none()));
         let pool = stats.pools.iter().find(|p| p.id == 4).unwrap();
         assert_eq!((pool.threads, pool.ready, pool.failing, pool.generation), (1, 1, 0, 1));
+        assert_eq!((pool.duration.count, pool.wait.count, pool.base, pool.queued), (1, 1, 1, 0));
+        assert!(pool.duration.sum > 0.0 && pool.wait.sum > 0.0);
         let json = serde_json::to_string(&stats).unwrap();
         assert!(json.contains(r#""state":"ready""#) && json.contains(r#""name":"php-"#), "{json}");
+    });
+}
+
+/// Submits `n` GETs of `path` at once; returns their handles.
+fn submit_many(engine: &Engine, pool: PoolId, path: &str, n: usize) -> Vec<usize> {
+    (0..n).map(|_| submit(engine, pool, &fields("GET", path), &[], 0, b"")).collect()
+}
+
+/// The most threads `pool` had while `handles` were served.
+fn peak_threads_while(engine: &Engine, pool: PoolId, handles: &[usize]) -> usize {
+    let mut peak = 0;
+    let done = || EXCHANGES.done_handles(handles);
+    while !done() {
+        peak = peak.max(engine.pool(pool).unwrap().load().threads);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    peak
+}
+
+#[test]
+fn autoscaling_adds_threads_while_requests_wait_and_removes_idle_ones() {
+    let slow = script("slow.php", "<?php usleep(200000); echo 'slept';");
+    with_engine("{}", 1, |engine| {
+        engine.set_limits(Limits { max_threads: 5, max_idle: Duration::from_millis(300) });
+        let handles = submit_many(engine, CLASSIC, &slow, 12);
+        let peak = peak_threads_while(engine, CLASSIC, &handles);
+        assert!(peak > 1, "sleeping requests that wait get more threads");
+        assert!(peak <= 5, "never more than max_threads: {peak}");
+        for h in handles {
+            assert_eq!(body(&wait_done(h, "slow")), "slept");
+        }
+        assert!(wait_event("added PHP threads: requests are waiting", r#""worker":"","added":"#));
+        eventually("idle extra threads end", || engine.pool(CLASSIC).unwrap().load().threads == 1);
+        assert!(wait_event("removed idle PHP threads", r#""worker":"","removed":"#));
+        let stats = crate::stats::collect(engine);
+        assert_eq!(stats.max_threads, 5);
+        let classic = stats.pools.iter().find(|p| p.id == CLASSIC).unwrap();
+        assert!(classic.wait.count == 12 && classic.wait.sum > 0.2, "requests waited: {:?}", classic.wait);
+    });
+}
+
+#[test]
+fn a_worker_grows_within_its_own_max_threads_and_the_engine_limit() {
+    let w = script("slow-worker.php", "<?php while (frankenphp_handle_request(function () { usleep(150000); echo 'w'; })) {}");
+    with_engine("{}", 1, |engine| {
+        engine.set_limits(Limits { max_threads: 10, max_idle: Duration::from_millis(300) });
+        engine.create_worker_pool(1, spec(&w, 1, r#","max_threads":3"#)).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "w");
+        let handles = submit_many(engine, 1, &w, 12);
+        let peak = peak_threads_while(engine, 1, &handles);
+        assert_eq!(peak, 3, "the worker's own max_threads bounds it");
+        eventually("the worker returns to num", || engine.pool(1).unwrap().load().threads == 1);
+        assert_eq!(engine.pool(CLASSIC).unwrap().load().threads, 1, "the classic pool had nothing waiting");
+    });
+}
+
+#[test]
+fn without_autoscaling_pools_keep_their_size() {
+    let slow = script("slow-fixed.php", "<?php usleep(100000);");
+    with_engine("{}", 1, |engine| {
+        let handles = submit_many(engine, CLASSIC, &slow, 4);
+        assert_eq!(peak_threads_while(engine, CLASSIC, &handles), 1);
+    });
+}
+
+#[test]
+fn a_restart_keeps_the_capacity_autoscaling_gave_the_worker() {
+    let w = script("scaled-worker.php", "<?php while (frankenphp_handle_request(function () { usleep(100000); echo 'w'; })) {}");
+    with_engine("{}", 1, |engine| {
+        engine.set_limits(Limits { max_threads: 10, max_idle: Duration::from_secs(30) });
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        let handles = submit_many(engine, 1, &w, 8);
+        let peak = peak_threads_while(engine, 1, &handles);
+        assert!(peak > 1);
+        let before = engine.pool(1).unwrap().load().threads;
+        engine.pool(1).unwrap().restart(None, true).unwrap();
+        eventually("the new generation took over", || {
+            let s = engine.pool(1).unwrap().stats();
+            s.generation == 2 && s.ready == before && s.threads == before
+        });
+        assert!(engine.pool(1).unwrap().stats().restarts >= before as u64);
+    });
+}
+
+#[test]
+fn autoscaling_adds_no_thread_to_a_worker_that_cannot_boot() {
+    let w = script("never-boots.php", "<?php throw new RuntimeException('no database');");
+    with_engine("{}", 1, |engine| {
+        engine.set_limits(Limits { max_threads: 10, max_idle: Duration::from_secs(30) });
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        let mut peak = 0;
+        for _ in 0..30 {
+            submit_many(engine, 1, &w, 2);
+            peak = peak.max(engine.pool(1).unwrap().load().threads);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(peak, 1, "threads that would fail to boot too are not added");
     });
 }
