@@ -3,7 +3,10 @@ module github.com/php-worker/php_worker/go-module
 go 1.26.0
 
 require (
+	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/prometheus/client_golang v1.24.1
 	go.uber.org/zap v1.28.0
 	golang.org/x/net v0.60.0
 )
@@ -81,7 +84,6 @@ require (
 	github.com/nlnwa/whatwg-url v0.6.2 // indirect
 	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.71.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
