@@ -15,7 +15,9 @@ source scripts/env.sh
 echo "== rust-core: unit tests and header check"
 cargo test --locked -p php-worker-core
 
-echo "== go-module: vet, and unit tests under the race detector"
+echo "== go-module: formatting, vet, and unit tests under the race detector"
+unformatted=$(cd go-module && gofmt -l .)
+[ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }
 (cd go-module && go vet ./... && go test -race -count=1 ./...)
 
 echo "== end to end"

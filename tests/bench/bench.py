@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -157,13 +158,24 @@ class Server:
 class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
-    def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY):
+    def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
+                 max_threads=0):
         super().__init__()
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
         self.env = env or {}
         self.binary = binary
+        self.max_threads = max_threads  # autoscaling up to this many threads for the worker (or classic)
+        self.admin_port = None
         mode = "worker" if worker else "classic"
-        self.name = label or f"php_worker {mode}, {threads} threads"
+        scaling = f", autoscaling to {max_threads}" if max_threads else ""
+        self.name = label or f"php_worker {mode}, {threads} threads{scaling}"
+
+    def php_threads(self):
+        """The PHP threads running now (from the admin API), or None without it."""
+        if not self.admin_port:
+            return None
+        status, body = http_get(self.admin_port, "/php_worker/threads", timeout=5)
+        return len(json.loads(body)["threads"]) if status == 200 else None
 
     def start(self):
         d = self._workdir("php_worker")
@@ -177,14 +189,21 @@ class PhpWorker(Server):
 			num {self.threads}
 			match /*
 {f"			max_requests {self.max_requests}" if self.max_requests else ""}
+{f"			max_threads {self.max_threads}" if self.max_threads else ""}
 {env_lines}		}}
 """
             total = self.threads + 1
         else:
             site = "".join(f"\t\tenv {k} {v}\n" for k, v in self.env.items())
             total = self.threads
+        scaling = ""
+        if self.max_threads:
+            # The admin API tells how many threads autoscaling reached.
+            self.admin_port = free_port()
+            scaling = f"\t\tmax_threads {total - self.threads + self.max_threads}\n"
+        admin = f"admin 127.0.0.1:{self.admin_port}" if self.admin_port else "admin off"
         (d / "Caddyfile").write_text(f"""{{
-	admin off
+	{admin}
 	persist_config off
 	log {{
 		format json
@@ -192,7 +211,7 @@ class PhpWorker(Server):
 	}}
 	php_worker {{
 		num_threads {total}
-		php_ini memory_limit 128M
+{scaling}		php_ini memory_limit 128M
 	}}
 }}
 
@@ -329,9 +348,39 @@ http {{
 
 # ---- load ----------------------------------------------------------------------------
 
+class ThreadSampler:
+    """Samples a server's PHP thread count (php_worker with its admin API) during a run."""
+
+    def __init__(self, server):
+        import threading
+        self.server, self.peak, self.stop = server, None, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                n = self.server.php_threads()
+            except OSError:
+                n = None
+            if n is not None:
+                self.peak = max(self.peak or 0, n)
+            self.stop.wait(0.1)
+
+    def __enter__(self):
+        if getattr(self.server, "admin_port", None):
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+
 def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
     """Runs oha against the server; returns its summary plus the server's and the
-    generator's CPU seconds during the run."""
+    generator's CPU seconds during the run (and the most PHP threads it ran, when the
+    server can tell)."""
     args = ["oha", "--no-tui", "--output-format", "json", "-c", str(conns)]
     if duration:
         args += ["-z", f"{duration}s"]
@@ -342,7 +391,8 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
     pids = server.pids()
     gen_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     before, started = cpu_seconds(pids), time.time()
-    p = subprocess.run(args + [server.url(path)], capture_output=True, text=True, timeout=(duration or 60) + 120)
+    with ThreadSampler(server) as sampler:
+        p = subprocess.run(args + [server.url(path)], capture_output=True, text=True, timeout=(duration or 60) + 120)
     wall = time.time() - started
     after = cpu_seconds(pids)
     gen_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -372,6 +422,7 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
         "gen_cpu_s": gen_cpu,
         "wall_s": wall,
         "rss_mb": rss_mb(server.pids()),
+        "php_threads": sampler.peak,
     }
 
 
@@ -613,6 +664,7 @@ def io_servers(env, q):
     """The I/O workload's configurations; add a line to add one."""
     threads = [4, 16] if q else [4, 8, 16, 32]
     servers = [PhpWorker("io", threads=n, worker="worker.php", env=env) for n in threads]
+    servers.append(PhpWorker("io", threads=4, worker="worker.php", env=env, max_threads=64))
     servers.append(NginxFpm("io", children=16, env=dict(env, BENCH_PG_PERSISTENT="1")))
     return servers
 
@@ -772,15 +824,21 @@ def write_results(results, elapsed):
         w("PostgreSQL 15 on the same machine, seeded with 100 users and 1,000 posts; one connection per PHP "
           "thread or php-fpm child. Constant arrival rates, 8 s each, raised until the server saturates.\n")
         w("| server | idle p50 ms | offered req/s | achieved req/s | p50 ms | p95 ms | p99 ms | failed | "
-          "server RSS MB |")
-        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "PHP threads | server RSS MB |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for res in variant["results"]:
             for i, p in enumerate(res["points"]):
                 idle = f"{res['idle']['p50_ms']:.1f}" if i == 0 else ""
                 w(f"| {res['server'] if i == 0 else ''} | {idle} | {p['offered']} | {fmt(p['ok_rps'])} | "
-                  f"{p['p50_ms']:.1f} | {p['p95_ms']:.1f} | {p['p99_ms']:.1f} | {p['bad']} | {p['rss_mb']:.0f} |")
+                  f"{p['p50_ms']:.1f} | {p['p95_ms']:.1f} | {p['p99_ms']:.1f} | {p['bad']} | {php_threads(res, p)} | "
+                  f"{p['rss_mb']:.0f} |")
         w("")
+        w("PHP threads: the configured count, or for autoscaling the most threads seen during the rate's run "
+          "(sampled every 100 ms from the admin API); php-fpm's children.\n")
         w(io_target(variant) + "\n")
+        scaled = autoscaling_target(variant)
+        if scaled:
+            w(scaled["text"] + "\n")
 
     w("## 4. Memory\n")
     w("| worker threads | RSS MB |")
@@ -833,6 +891,41 @@ def write_results(results, elapsed):
     w(targets(results))
     w(analysis(results))
     (BENCH / "RESULTS.md").write_text("\n".join(out) + "\n")
+
+
+def php_threads(res, point):
+    """What the PHP threads column shows for a point of an I/O result."""
+    if point.get("php_threads") is not None:
+        return str(point["php_threads"])
+    m = re.search(r"(\d+) (threads|children)", res["server"])
+    return m.group(1) if m else "–"
+
+
+def autoscaling_target(variant):
+    """The autoscaling target: the autoscaled pool (4 threads, up to 64) keeps its P50
+    within 2x of its idle latency at every rate where the fixed 32-thread pool does.
+    Returns {ok, text}, or None when either was not measured."""
+    results = {r["server"]: r for r in variant["results"]}
+    scaled = next((r for r in variant["results"] if "autoscaling" in r["server"]), None)
+    fixed = results.get("php_worker worker, 32 threads")
+    if not scaled or not fixed:
+        return None
+    fixed_ok = [p["offered"] for p in fixed["points"] if p["p50_ms"] <= 2 * fixed["idle"]["p50_ms"]]
+    if not fixed_ok:
+        return None
+    up_to = max(fixed_ok)
+    points = {p["offered"]: p for p in scaled["points"]}
+    idle = scaled["idle"]["p50_ms"]
+    worst = max(((points[r]["p50_ms"] / idle, r) for r in fixed_ok if r in points), default=None)
+    if worst is None or any(r not in points for r in fixed_ok):
+        return {"ok": False, "text": f"Autoscaling target not measured at every rate up to {up_to} req/s."}
+    ok = worst[0] <= 2
+    reached = max((p.get("php_threads") or 0) for p in scaled["points"])
+    return {"ok": ok, "ratio": worst[0], "up_to": up_to,
+            "text": f"Autoscaling target {'met' if ok else 'missed'}: the fixed 32-thread pool keeps its P50 within "
+                    f"2× of idle up to {up_to} req/s; at those rates {scaled['server']} stays within "
+                    f"{worst[0]:.2f}× of its idle P50 ({idle:.1f} ms; worst at {worst[1]} req/s), with at most "
+                    f"{reached} PHP threads."}
 
 
 def io_comparison(variant):
@@ -896,6 +989,11 @@ def targets(results):
             lines.append(f"| {name} | comparison point not reached | – |")
         else:
             row(name, f"{c['ratio']:.1f}× at {c['rate']} req/s ({c['server']})", c["ratio"] <= 2)
+    for variant in results["io"]:
+        scaled = autoscaling_target(variant)
+        if scaled and "ratio" in scaled:
+            row(f"I/O ({variant['variant']}): autoscaled P50 ≤ 2× idle wherever the fixed 32-thread pool's is",
+                f"{scaled['ratio']:.2f}× up to {scaled['up_to']} req/s", scaled["ok"])
     row("≤ 6 MB RSS per added worker thread", f"{mem['per_thread_mb']:.2f} MB", mem["per_thread_mb"] <= 6)
     return "\n".join(lines) + "\n"
 
