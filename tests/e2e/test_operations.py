@@ -206,6 +206,7 @@ def test_autoscaling_grows_for_sleeping_requests_and_returns_to_num_threads(star
     peak, statuses = peak_threads_during(srv, lambda: get_all(srv, ["/sleep.php?ms=200"] * 48))
     elapsed = time.monotonic() - started
     assert statuses == [200] * 48
+    print(f"48 sleeping requests: {elapsed:.2f} s, peak {peak} threads")
     assert 4 < peak <= 40, peak
     fixed = 48 * 0.2 / 1
     assert elapsed < fixed / 3, f"{elapsed:.1f} s with autoscaling against {fixed:.1f} s for the fixed pool"
@@ -229,6 +230,7 @@ def test_a_cpu_bound_load_adds_no_thread_past_the_cores(start_server):
     srv = start_server("autoscale-cpu", threads=2, global_extra="\t\tmax_threads 32")
     peak, statuses = peak_threads_during(srv, lambda: get_all(srv, ["/spin.php?seconds=0.4"] * 24))
     assert statuses == [200] * 24
+    print(f"24 spinning requests: peak {peak} threads")
     assert peak <= 6, f"the CPU stays saturated, so autoscaling adds no more than one step: {peak}"
 
 
@@ -268,6 +270,7 @@ def test_editing_a_watched_file_serves_new_code_without_a_failed_request(start_s
     stop.set()
     for c in clients:
         c.join()
+    print(f"watched edit served after {took:.2f} s; {sum(len(c.samples) for c in clients)} requests meanwhile")
     assert served, "the new code is served"
     assert took < 3, f"new code after {took:.2f} s"
     assert not [f for c in clients for f in c.failures], "no request failed during the restart"
