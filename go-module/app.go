@@ -45,6 +45,14 @@ type App struct {
 	// the way max_execution_time stops them. Default: 30s.
 	ShutdownTimeout caddy.Duration `json:"shutdown_timeout,omitempty"`
 
+	// Capacity of the table shared by all PHP threads (php_worker_shared_*), in bytes:
+	// when full, puts fail and the log says so; no live entry is evicted. Default: 64MiB.
+	SharedStoreSize int64 `json:"shared_store_size,omitempty"`
+
+	// Capacity of each PHP thread's local store (php_worker_local_*), in bytes.
+	// Default: 16MiB.
+	LocalStoreSize int64 `json:"local_store_size,omitempty"`
+
 	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
 	// reload restarts PHP (requests wait meanwhile).
 	PHPIni map[string]string `json:"php_ini,omitempty"`
@@ -119,6 +127,12 @@ func (a *App) setup(ctx caddy.Context) {
 	if a.MaxIdleTime == 0 {
 		a.MaxIdleTime = caddy.Duration(defaultMaxIdleTime)
 	}
+	if a.SharedStoreSize == 0 {
+		a.SharedStoreSize = defaultSharedStoreSize
+	}
+	if a.LocalStoreSize == 0 {
+		a.LocalStoreSize = defaultLocalStoreSize
+	}
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
 
@@ -139,6 +153,9 @@ func (a *App) Validate() error {
 	}
 	if a.MaxWaitTime < 0 || a.ShutdownTimeout < 0 || a.MaxIdleTime < 0 {
 		return fmt.Errorf("max_wait_time, max_idle_time and shutdown_timeout must not be negative")
+	}
+	if a.SharedStoreSize < 0 || a.LocalStoreSize < 0 {
+		return fmt.Errorf("shared_store_size and local_store_size must not be negative")
 	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
@@ -199,7 +216,8 @@ func (a *App) makePlan() (*plan, error) {
 		return nil, err
 	}
 	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
-		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime)}, nil
+		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
+		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize}, nil
 }
 
 // Start gives this config's settings and workers to PHP: it starts PHP, or prepares the

@@ -12,17 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
 )
-
-// Sub-directives of the design that a later release implements. They are refused with
-// a clear error rather than silently ignored.
-var notYet = map[string]string{
-	"shared_store_size": "the shared store",
-}
-
-func notYetErr(d *caddyfile.Dispenser, name string) error {
-	return d.Errf("php_worker: %s (%s) is not available in this version of php_worker", name, notYet[name])
-}
 
 // UnmarshalCaddyfile sets up the app from the global option block:
 //
@@ -33,6 +24,8 @@ func notYetErr(d *caddyfile.Dispenser, name string) error {
 //			max_idle_time <duration>
 //			max_wait_time <duration>
 //			shutdown_timeout <duration>
+//			shared_store_size <size>
+//			local_store_size <size>
 //			php_ini <key> <value>
 //			php_ini {
 //				<key> <value>
@@ -88,6 +81,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 				a.MaxIdleTime = dur
+			case "shared_store_size", "local_store_size":
+				n, err := sizeArg(d)
+				if err != nil {
+					return err
+				}
+				if name == "shared_store_size" {
+					a.SharedStoreSize = n
+				} else {
+					a.LocalStoreSize = n
+				}
 			case "max_wait_time":
 				dur, err := durationArg(d, false)
 				if err != nil {
@@ -117,10 +120,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			default:
-				if _, ok := notYet[name]; ok {
-					return notYetErr(d, name)
-				}
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, php_ini, worker)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, shared_store_size, local_store_size, php_ini, worker)", name)
 			}
 		}
 	}
@@ -230,9 +230,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				h.Workers = append(h.Workers, w)
 			default:
-				if _, ok := notYet[name]; ok {
-					return notYetErr(d, name)
-				}
 				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env, worker)", name)
 			}
 		}
@@ -262,6 +259,21 @@ var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Handler)(nil)
 )
+
+// sizeArg reads the only argument of the current option as a size in bytes, in Caddy's
+// syntax ("64MB", "512KiB", "1048576"), at least 1 KiB.
+func sizeArg(d *caddyfile.Dispenser) (int64, error) {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return 0, d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(v)
+	if err != nil || n < 1024 || n > 1<<50 {
+		return 0, d.Errf("%s must be a size of at least 1KiB, such as 64MB, got %q", name, v)
+	}
+	return int64(n), nil
+}
 
 // intArg reads the only argument of the current option as an integer of at least min.
 func intArg(d *caddyfile.Dispenser, min int) (int, error) {

@@ -22,6 +22,8 @@ func TestGlobalOption(t *testing.T) {
 		num_threads 3
 		max_threads auto
 		max_idle_time 10s
+		shared_store_size 4MB
+		local_store_size 512KiB
 		max_wait_time 2s
 		php_ini memory_limit 256M
 		php_ini {
@@ -34,11 +36,13 @@ func TestGlobalOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := App{
-		NumThreads:  3,
-		MaxThreads:  ThreadLimitAuto,
-		MaxIdleTime: caddy.Duration(10 * time.Second),
-		MaxWaitTime: caddy.Duration(2 * time.Second),
-		PHPIni:      map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
+		NumThreads:      3,
+		MaxThreads:      ThreadLimitAuto,
+		MaxIdleTime:     caddy.Duration(10 * time.Second),
+		SharedStoreSize: 4000000,
+		LocalStoreSize:  512 << 10,
+		MaxWaitTime:     caddy.Duration(2 * time.Second),
+		PHPIni:          map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
 	}
 	if !reflect.DeepEqual(app, want) {
 		t.Errorf("got %+v, want %+v", app, want)
@@ -56,7 +60,8 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\nmax_threads 0\n}":         "max_threads must be a positive integer or auto",
 		"php_worker {\nmax_threads many\n}":      "max_threads must be a positive integer or auto",
 		"php_worker {\nmax_idle_time 0s\n}":      "max_idle_time must be a positive duration",
-		"php_worker {\nshared_store_size 1MB\n}": "shared store",
+		"php_worker {\nshared_store_size 1\n}":   "shared_store_size must be a size of at least 1KiB",
+		"php_worker {\nlocal_store_size lots\n}": "local_store_size must be a size",
 		"php_worker {\nnonsense 1\n}":            "unknown php_worker option",
 		"php_worker extra":                       "argument",
 	} {

@@ -185,6 +185,12 @@ func (e *engine) resizeClassic(threads int) error {
 	})
 }
 
+// configureStores sets the capacities of the shared table and of each thread's local
+// store. The stores belong to the process: no engine is needed.
+func configureStores(sharedBytes, localBytes int64) {
+	C.php_worker_stores_configure(C.uint64_t(sharedBytes), C.uint64_t(localBytes))
+}
+
 // autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
 // added), extra threads ending after maxIdle without a request.
 func (e *engine) autoscale(maxThreads int, maxIdle time.Duration) error {

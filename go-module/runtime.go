@@ -68,6 +68,8 @@ type plan struct {
 	maxThreads    int
 	maxThreadsWhy string // how "auto" chose maxThreads
 	maxIdle       time.Duration
+	// Store capacities in bytes (the stores belong to the process, not to the engine).
+	sharedStore, localStore int64
 }
 
 func init() {
@@ -192,6 +194,7 @@ func (rt *phpRuntime) commit() {
 		}
 	}
 	rt.commitSpecs(p.plan)
+	configureStores(p.plan.sharedStore, p.plan.localStore)
 	if err := e.autoscale(p.plan.maxThreads, p.plan.maxIdle); err != nil {
 		appLogger().Error("setting autoscaling", zap.Error(err))
 	}
@@ -251,6 +254,7 @@ func (rt *phpRuntime) boot(p *plan) error {
 		pools[id] = st
 		return nil
 	}
+	configureStores(p.sharedStore, p.localStore)
 	err = e.autoscale(p.maxThreads, p.maxIdle)
 	if err == nil {
 		err = e.resizeClassic(p.classic)

@@ -18,6 +18,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// StoreValue kinds.
+#define PW_STORE_INT 1
+
+#define PW_STORE_ENCODED 2
+
+// pw_rs_store_put results.
+#define PW_STORE_STORED 1
+
+#define PW_STORE_EXISTS 0
+
+#define PW_STORE_FULL -1
+
+// pw_rs_store_increment results.
+#define PW_INCREMENT_OK 0
+
+#define PW_INCREMENT_NOT_INTEGER 1
+
+#define PW_INCREMENT_OVERFLOW 2
+
+#define PW_INCREMENT_FULL 3
+
 // How pw_shim_run_script ended.
 typedef enum {
   // The script ran; it may have failed the PHP way (see the outcome).
@@ -85,6 +106,16 @@ typedef struct {
   size_t file_len;
   uint32_t line;
 } pw_php_log_line;
+
+// A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and
+// `len` are the encoded bytes of an ENCODED value, valid for the duration of the call
+// (a put) or until the thread's next store call (a get).
+typedef struct {
+  int32_t kind;
+  int64_t integer;
+  const uint8_t *data;
+  size_t len;
+} pw_store_value;
 
 // Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
 // engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
@@ -192,5 +223,45 @@ void pw_rs_env_put(const char *setting, size_t len);
 // # Safety
 // `vars` is writable.
 void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
+
+// Reads `key`: true and `*out` filled when a live entry has it.
+//
+// # Safety
+// `key` is valid for `key_len` bytes; `out` is writable.
+bool pw_rs_store_get(bool shared, const char *key, size_t key_len, pw_store_value *out);
+
+// put, or with `add` add: PW_STORE_STORED, PW_STORE_EXISTS (add found a live entry)
+// or PW_STORE_FULL. `ttl` is in seconds, 0 for no expiry.
+//
+// # Safety
+// `key` is valid for `key_len` bytes; `value` and its bytes are readable.
+int32_t pw_rs_store_put(bool shared,
+                        const char *key,
+                        size_t key_len,
+                        const pw_store_value *value,
+                        int64_t ttl,
+                        bool add);
+
+// Adds `by` to an integer entry (a missing one starts at 0); the result goes to `*out`.
+//
+// # Safety
+// `key` is valid for `key_len` bytes; `out` is writable.
+int32_t pw_rs_store_increment(bool shared,
+                              const char *key,
+                              size_t key_len,
+                              int64_t by,
+                              int64_t *out);
+
+// Removes `key`; true when a live entry had it.
+//
+// # Safety
+// `key` is valid for `key_len` bytes.
+bool pw_rs_store_forget(bool shared, const char *key, size_t key_len);
+
+// Removes every entry.
+void pw_rs_store_flush(bool shared);
+
+// Live entries.
+size_t pw_rs_store_count(bool shared);
 
 #endif  /* PW_SEAM_H */

@@ -52,4 +52,16 @@ void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);
 void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
 
+/* store.c: php_worker_local_* and php_worker_shared_* */
+#define PW_STORE_DECLARE(scope)                                                          \
+	void pw_php_##scope##_get(zend_execute_data *execute_data, zval *return_value);       \
+	void pw_php_##scope##_put(zend_execute_data *execute_data, zval *return_value);       \
+	void pw_php_##scope##_add(zend_execute_data *execute_data, zval *return_value);       \
+	void pw_php_##scope##_increment(zend_execute_data *execute_data, zval *return_value); \
+	void pw_php_##scope##_forget(zend_execute_data *execute_data, zval *return_value);    \
+	void pw_php_##scope##_flush(zend_execute_data *execute_data, zval *return_value);     \
+	void pw_php_##scope##_count(zend_execute_data *execute_data, zval *return_value);
+PW_STORE_DECLARE(local)
+PW_STORE_DECLARE(shared)
+
 #endif

@@ -255,6 +255,12 @@ php_worker_error_t *php_worker_pool_resize(const php_worker_engine_t *engine,
                                            uint32_t pool,
                                            uint32_t threads);
 
+// Sets the capacity of the store shared by all PHP threads and of each thread's local
+// store, in bytes. The stores belong to the process, not to an engine: they keep their
+// entries across engine restarts. A store over its new capacity refuses puts until
+// entries expire or are forgotten. Takes effect at once; any thread may call it.
+void php_worker_stores_configure(uint64_t shared_bytes, uint64_t local_bytes);
+
 // Sets autoscaling: while requests wait for a thread and the CPU has room, threads are
 // added to their pool (up to `max_threads` PHP threads in all, and each worker's own
 // max_threads); threads beyond a pool's configured number that wait for a request

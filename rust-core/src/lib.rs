@@ -13,8 +13,10 @@
 //!   declarations checked against csrc/pw_seam.h, the panic guard every hook runs in,
 //!   the per-thread PHP context, the PHP extension module);
 //! - `request`: a request as copied from the host, its response, the SAPI hooks;
-//! - `runtime`: PHP threads (their state, registry and commands), the classic and
-//!   worker loops, the per-thread environment;
+//! - `store::{table, shared}`: the key-value tables (plain Rust, leaves in practice);
+//! - `runtime`: PHP threads (their state, registry and commands, local store), the
+//!   classic and worker loops, the per-thread environment; `store::php`, the hooks of
+//!   the store functions;
 //! - `pool`: a queue and its threads, worker generations;
 //! - `scaling`: the autoscaler thread (adds threads while requests wait, removes idle ones);
 //! - `engine` (main thread, pool table, shutdown) and `stats` (snapshots);
@@ -31,6 +33,7 @@ pub mod host;
 pub mod php;
 pub mod request;
 pub mod runtime;
+pub mod store;
 pub mod pool;
 pub mod scaling;
 pub mod engine;

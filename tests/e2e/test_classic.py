@@ -224,7 +224,8 @@ def test_php_errors_go_to_the_log_with_matching_levels(php):
     assert (line[0]["source"], line[0]["line"]) == ("error_log", 2) and line[0]["file"].endswith("/logs.php")
     fatal = php.get("/fatal.php")
     assert fatal.status == 500
-    assert php.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", ""))
+    assert php.wait_log(lambda e: e["level"] == "error" and "this_function_does_not_exist" in e.get("msg", "")
+                        and e.get("php_error") == "Fatal error")
 
 
 def test_static_file(server):
@@ -379,7 +380,7 @@ def test_list_modules():
 
 
 def test_unknown_and_future_subdirectives_are_refused(tmp_path):
-    for options, message in (({"global_extra": "\t\tshared_store_size 8MB"}, "shared store"),
+    for options, message in (({"global_extra": "\t\tshared_store_size 8"}, "shared_store_size must be a size"),
                              ({"site_extra": "\t\tbogus 1"}, "unknown php_worker subdirective"),
                              ({"site_extra": "\t\tworker {\n\t\t\tfile a.php\n\t\t\tbogus\n\t\t}"}, "unknown worker subdirective")):
         caddyfile = tmp_path / "Caddyfile"

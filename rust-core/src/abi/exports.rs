@@ -187,6 +187,15 @@ pub unsafe extern "C" fn php_worker_pool_resize(engine: *const EngineHandle, poo
     })
 }
 
+/// Sets the capacity of the store shared by all PHP threads and of each thread's local
+/// store, in bytes. The stores belong to the process, not to an engine: they keep their
+/// entries across engine restarts. A store over its new capacity refuses puts until
+/// entries expire or are forgotten. Takes effect at once; any thread may call it.
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_stores_configure(shared_bytes: u64, local_bytes: u64) {
+    let _ = catch_unwind(|| crate::store::configure(shared_bytes as usize, local_bytes as usize));
+}
+
 /// Sets autoscaling: while requests wait for a thread and the CPU has room, threads are
 /// added to their pool (up to `max_threads` PHP threads in all, and each worker's own
 /// max_threads); threads beyond a pool's configured number that wait for a request

@@ -2,7 +2,7 @@
 //! PHP functions it registers, with FrankenPHP's names so existing worker scripts
 //! (Laravel Octane, Symfony Runtime) run unchanged.
 //!
-//! The function bodies are in csrc/functions.c and csrc/worker.c: they call back into PHP (the request
+//! The function bodies are in csrc/functions.c, csrc/worker.c and csrc/store.c: they call back into PHP (the request
 //! handler) and can bail out, which must not happen across Rust frames.
 
 use ext_php_rs::args::Arg;
@@ -19,6 +19,62 @@ unsafe extern "C" {
     safe fn pw_php_headers_send(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_request_headers(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_response_headers(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_get(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_put(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_add(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_increment(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_forget(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_flush(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_local_count(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_get(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_put(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_add(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_increment(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_forget(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_flush(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_shared_count(execute_data: &mut ExecuteData, return_value: &mut Zval);
+}
+
+type Handler = extern "C" fn(&mut ExecuteData, &mut Zval);
+
+/// The store functions of one scope ("local" or "shared"), with their handlers in
+/// csrc/store.c: get, put, add, increment, forget, flush, count.
+fn store_functions<'a>(module: ModuleBuilder<'a>, scope: &str, handlers: [Handler; 7]) -> ModuleBuilder<'a> {
+    let [get, put, add, increment, forget, flush, count] = handlers;
+    let name = |op: &str| format!("php_worker_{scope}_{op}");
+    let key = || Arg::new("key", DataType::String);
+    let put_like = |op: &str, handler: Handler| {
+        FunctionBuilder::new(&name(op), handler)
+            .arg(key())
+            .arg(Arg::new("value", DataType::Mixed))
+            .not_required()
+            .arg(Arg::new("ttl", DataType::Long).default("0"))
+            .returns(DataType::Bool, false, false)
+    };
+    module
+        // get(string $key, mixed $default = null): mixed
+        .function(
+            FunctionBuilder::new(&name("get"), get)
+                .arg(key())
+                .not_required()
+                .arg(Arg::new("default", DataType::Mixed).default("null"))
+                .returns(DataType::Mixed, false, true),
+        )
+        // put/add(string $key, mixed $value, int $ttl = 0): bool
+        .function(put_like("put", put))
+        .function(put_like("add", add))
+        // increment(string $key, int $by = 1): int|false
+        .function(
+            FunctionBuilder::new(&name("increment"), increment)
+                .arg(key())
+                .not_required()
+                .arg(Arg::new("by", DataType::Long).default("1"))
+                .returns(DataType::Mixed, false, true),
+        )
+        // forget(string $key): bool, flush(): bool, count(): int
+        .function(FunctionBuilder::new(&name("forget"), forget).arg(key()).returns(DataType::Bool, false, false))
+        .function(FunctionBuilder::new(&name("flush"), flush).returns(DataType::Bool, false, false))
+        .function(FunctionBuilder::new(&name("count"), count).returns(DataType::Long, false, false))
 }
 
 #[php_module]
@@ -51,7 +107,24 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     for name in ["frankenphp_response_headers", "apache_response_headers"] {
         module = module.function(FunctionBuilder::new(name, pw_php_response_headers).returns(DataType::Array, false, false));
     }
-    module
+    module = store_functions(module, "local", [
+        pw_php_local_get,
+        pw_php_local_put,
+        pw_php_local_add,
+        pw_php_local_increment,
+        pw_php_local_forget,
+        pw_php_local_flush,
+        pw_php_local_count,
+    ]);
+    store_functions(module, "shared", [
+        pw_php_shared_get,
+        pw_php_shared_put,
+        pw_php_shared_add,
+        pw_php_shared_increment,
+        pw_php_shared_forget,
+        pw_php_shared_flush,
+        pw_php_shared_count,
+    ])
 }
 
 /// The module entry for the SAPI's startup.

@@ -174,7 +174,9 @@ fn php_error_kind(kind: c_int) -> &'static str {
     const E_RECOVERABLE_ERROR: c_int = 4096;
     const E_DEPRECATED: c_int = 8192;
     const E_USER_DEPRECATED: c_int = 16384;
-    match kind {
+    /// A flag uncaught exceptions carry beside E_ERROR.
+    const E_DONT_BAIL: c_int = 1 << 15;
+    match kind & !E_DONT_BAIL {
         E_ERROR | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR => "Fatal error",
         E_RECOVERABLE_ERROR => "Recoverable fatal error",
         E_WARNING | E_CORE_WARNING | E_COMPILE_WARNING | E_USER_WARNING => "Warning",

@@ -17,6 +17,7 @@ use crate::host::{Host, Level};
 use crate::layout::Strings;
 use crate::php::sys::{self, KillSlot};
 use crate::request::{Request, RequestContext, Scratch};
+use crate::store::LocalStore;
 
 /// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
 pub type PoolId = u32;
@@ -348,6 +349,10 @@ pub struct PhpThread {
     pub run: Option<WorkerRun>,
     /// When the request the thread runs started.
     request_started: Instant,
+    /// The thread's local store: it outlives worker script restarts and pool moves.
+    pub local_store: LocalStore,
+    /// Where a value read from a store is copied for the C shim to decode.
+    pub store_out: Vec<u8>,
 }
 
 /// A thread's putenv() calls (src/runtime/env.rs), and the last merged environment
@@ -420,6 +425,8 @@ impl PhpThread {
                 env: EnvOverrides::default(),
                 run: None,
                 request_started: Instant::now(),
+                local_store: LocalStore::default(),
+                store_out: Vec::new(),
             })
         });
     }

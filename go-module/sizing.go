@@ -13,6 +13,12 @@ import (
 	"time"
 )
 
+// Default store capacities (shared_store_size, local_store_size).
+const (
+	defaultSharedStoreSize = 64 << 20
+	defaultLocalStoreSize  = 16 << 20
+)
+
 // defaultMaxIdleTime is how long a thread added by autoscaling waits for a request
 // before it ends, unless max_idle_time says otherwise.
 const defaultMaxIdleTime = 5 * time.Second

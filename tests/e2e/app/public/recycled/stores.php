@@ -1,0 +1,3 @@
+<?php
+// stores.php under a path that routes to the 'recycled' worker of test_stores.py.
+require __DIR__ . '/../stores.php';
