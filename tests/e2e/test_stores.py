@@ -2,13 +2,14 @@
 worker restarts) and php_worker_shared_* (one per process), in classic and worker mode."""
 
 import json
+import re
 import threading
 import time
 import uuid
 
 import pytest
 
-from conftest import APP
+from conftest import APP, REPO
 
 SCOPES = ["local", "shared"]
 
@@ -172,3 +173,33 @@ def test_no_memory_growth_after_100000_put_forget_cycles(server):
         assert case(server, "churn", scope, timeout=120)["count"] >= 0
     growth = server.rss_kb() - before
     assert growth < 4096, f"RSS grew {growth} KB over 400,000 more put/forget cycles"
+
+
+def test_the_demo_shows_its_counters_thread_and_worker(start_server):
+    """The repository's Caddyfile serves the demo in worker mode, with its counters."""
+    demo = (REPO / "Caddyfile").read_text()
+
+    def config(port, admin):
+        first = "{\n\tphp_worker {"
+        assert first in demo
+        return demo.replace(":8080 {", f":{port} {{").replace(
+            first, f"{{\n\tadmin 127.0.0.1:{admin}\n\tpersist_config off\n\tlog {{\n\t\tformat json\n\t}}\n\tphp_worker {{", 1)
+
+    srv = start_server("demo", config)
+    rows = []
+    for _ in range(4):
+        r = srv.get("/")
+        assert r.status == 200
+        rows.append(dict(re.findall(r"<tr><th align=left>(.*?)</th><td>(.*?)</td></tr>", r.text)))
+    assert all(r["Mode"].startswith("worker") for r in rows)
+    shared = [int(r["Requests served by the shared table (all threads)"]) for r in rows]
+    assert shared == list(range(shared[0], shared[0] + 4)), "the shared counter counts every request"
+    by_thread = {}
+    for r in rows:
+        by_thread.setdefault(r["PHP thread"], []).append(int(r["Requests served by this thread (its local store)"]))
+    assert sum(len(v) for v in by_thread.values()) == 4
+    for counts in by_thread.values():
+        assert counts == sorted(counts), "each thread counts its own requests"
+    assert all(int(r["Requests served by this booted worker script"]) >= 1 for r in rows)
+    assert srv.get("/info.php").status == 200
+    assert srv.get("/style.css").status == 200
