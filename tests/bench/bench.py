@@ -733,6 +733,47 @@ def workload_memory(q):
 
 # ---- report ----------------------------------------------------------------------------
 
+def store_ops(server, path, clients, seconds):
+    """Runs batches of store operations from `clients` concurrent connections for
+    `seconds`; returns operations per second: every batch's operations over the wall
+    time of the run (each batch is large enough for HTTP to be a small part of it)."""
+    import threading
+    counts, stop = [], time.time() + seconds
+
+    def client():
+        ops = 0
+        while time.time() < stop:
+            status, body = http_get(server.port, path)
+            check(status == 200, f"{path}: {status} {body[:200]!r}")
+            ops += int(body.split()[0])
+        counts.append(ops)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.time() - started)
+
+
+def workload_stores(q):
+    """get and put from PHP: the shared table, the thread-local store and a plain PHP
+    array, with 1, 2 and 8 threads at once (8 classic threads serve them)."""
+    server = PhpWorker("stores", threads=8, label="php_worker classic, 8 threads")
+    rows = []
+    with Run(server, "/ops.php?store=shared&op=get&n=10", lambda b: b.split()[0] == b"10"):
+        for store in ["shared", "local", "array"]:
+            for op in ["get", "put"]:
+                row = {"store": store, "op": op}
+                for clients in [1, 2, 8]:
+                    path = f"/ops.php?store={store}&op={op}&n={2000 if q else 20000}"
+                    row[str(clients)] = store_ops(server, path, clients, q.short if q else 3)
+                log(f"    {store:6s} {op}: " + ", ".join(f"{c} threads {row[str(c)]:,.0f} ops/s" for c in [1, 2, 8]))
+                rows.append(row)
+    return {"rows": rows}
+
+
 def versions():
     def first_line(cmd):
         try:
@@ -851,7 +892,20 @@ def write_results(results, elapsed):
       f"{fmt(first['requests'])} requests, {last['rss_mb']:.1f} MB at the end "
       f"({100 * (last['rss_mb'] - first['rss_mb']) / first['rss_mb']:+.1f}%).\n")
 
-    w("## 5. Cost per request\n")
+    w("## 5. Stores\n")
+    w("Operations per second from PHP: requests that each run 20,000 gets or puts of 100-byte strings over 100 "
+      "keys, sent by 1, 2 and 8 clients at once to 8 classic threads for 3 s; all operations over the run's wall "
+      "time (HTTP is a few percent of it). The machine has 2 cores, so 8 threads share them. The shared table is "
+      "one per process (64 locks); the local store and the plain PHP array belong to one thread.\n")
+    w("| store | op | 1 thread | 2 threads | 8 threads |")
+    w("|---|---|---:|---:|---:|")
+    names = {"shared": "php_worker_shared_*", "local": "php_worker_local_*", "array": "plain PHP array",
+             "laravel": "Laravel Cache::store('php_worker')"}
+    for r in results["stores"]["rows"]:
+        w(f"| {names.get(r['store'], r['store'])} | {r['op']} | {fmt(r['1'])} | {fmt(r['2'])} | {fmt(r['8'])} |")
+    w("")
+
+    w("## 6. Cost per request\n")
     w("Server CPU time (user + system, every process of the server, from /proc) divided by the requests of the "
       "median maximum-throughput hello-world run; Go↔Rust crossings counted by php_worker "
       "(PHP_WORKER_COUNT_CROSSINGS=1) over the whole server run.\n")
@@ -1083,6 +1137,9 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
+WORKLOADS = ["hello", "boot", "io", "memory", "stores"]
+
+
 class Quick:
     short = 1.5
 
@@ -1090,7 +1147,7 @@ class Quick:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
-    parser.add_argument("--only", nargs="*", choices=["hello", "boot", "io", "memory"], help="run these workloads")
+    parser.add_argument("--only", nargs="*", choices=WORKLOADS, help="run these workloads")
     parser.add_argument("--baseline", metavar="CADDY", type=Path,
                         help="also measure hello world in worker mode with this other php_worker build, in the same "
                              "rounds (with --only hello: a before/after comparison)")
@@ -1105,7 +1162,7 @@ def main():
     q = Quick() if args.quick else None
     check(CADDY.exists(), "./caddy is missing: run ./xcaddy.sh")
     WORK.mkdir(parents=True, exist_ok=True)
-    selected = args.only or ["hello", "boot", "io", "memory"]
+    selected = args.only or WORKLOADS
     started = time.time()
     results = {}
     if "hello" in selected:
@@ -1130,15 +1187,23 @@ def main():
     if "memory" in selected:
         log("== memory")
         results["memory"] = workload_memory(q)
+    if "stores" in selected:
+        log("== stores")
+        results["stores"] = workload_stores(q)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
     # A quick pass keeps its own file: --report-only documents the last full run.
-    (WORK / ("results-quick.json" if q else "results.json")).write_text(json.dumps(results, indent=1, default=str))
     if q:
+        (WORK / "results-quick.json").write_text(json.dumps(results, indent=1, default=str))
         log(f"quick benchmark pass: every server answered correctly ({elapsed:.0f} s)")
         return 0
-    if set(selected) == {"hello", "boot", "io", "memory"}:
-        write_results(results, elapsed)
+    # A partial run replaces its workloads in the last full run's results.
+    path = WORK / "results.json"
+    if set(selected) != set(WORKLOADS) and path.exists():
+        results = dict(json.loads(path.read_text()), **{k: v for k, v in results.items() if k != "elapsed_s"})
+    path.write_text(json.dumps(results, indent=1, default=str))
+    if all(w in results for w in WORKLOADS):
+        write_results(results, results["elapsed_s"])
         write_chart(results)
         log(f"wrote {BENCH / 'RESULTS.md'} and results.png ({elapsed / 60:.1f} minutes)")
     return 0
