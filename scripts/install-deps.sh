@@ -15,7 +15,7 @@ build_pkgs=(
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
 	libpng-dev libjpeg62-turbo-dev libwebp-dev libfreetype-dev
 )
-test_pkgs=(curl python3)
+test_pkgs=(curl python3 php-laravel-framework)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
 
 want=("${build_pkgs[@]}")

@@ -771,6 +771,21 @@ def workload_stores(q):
                     row[str(clients)] = store_ops(server, path, clients, q.short if q else 3)
                 log(f"    {store:6s} {op}: " + ", ".join(f"{c} threads {row[str(c)]:,.0f} ops/s" for c in [1, 2, 8]))
                 rows.append(row)
+    # The same operations through Laravel's cache (Debian's Laravel 8, the test app of
+    # tests/e2e/laravel in worker mode): the php_worker store, and Laravel's array store
+    # (per thread, what Octane uses under FrankenPHP).
+    laravel = REPO / "tests" / "e2e" / "laravel"
+    server = PhpWorker(laravel, threads=8, worker="public/worker.php", label="Laravel 8, php_worker worker, 8 threads",
+                       env={"LARAVEL_CACHE_DIR": str(WORK / "laravel-cache")})
+    with Run(server, "/bench?store=php_worker&op=get&n=10", lambda b: b.split()[0] == b"10"):
+        for store in ["php_worker", "array"]:
+            for op in ["get", "put"]:
+                row = {"store": f"laravel-{store}", "op": op}
+                for clients in [1, 2, 8]:
+                    path = f"/bench?store={store}&op={op}&n={500 if q else 5000}"
+                    row[str(clients)] = store_ops(server, path, clients, q.short if q else 3)
+                log(f"    Laravel {store} {op}: " + ", ".join(f"{c} threads {row[str(c)]:,.0f} ops/s" for c in [1, 2, 8]))
+                rows.append(row)
     return {"rows": rows}
 
 
@@ -896,11 +911,14 @@ def write_results(results, elapsed):
     w("Operations per second from PHP: requests that each run 20,000 gets or puts of 100-byte strings over 100 "
       "keys, sent by 1, 2 and 8 clients at once to 8 classic threads for 3 s; all operations over the run's wall "
       "time (HTTP is a few percent of it). The machine has 2 cores, so 8 threads share them. The shared table is "
-      "one per process (64 locks); the local store and the plain PHP array belong to one thread.\n")
+      "one per process (64 locks); the local store and the plain PHP array belong to one thread. The Laravel rows "
+      "run the same loops through Laravel 8's cache repository (5,000 operations per request) in the test app of "
+      "tests/e2e/laravel, served in worker mode.\n")
     w("| store | op | 1 thread | 2 threads | 8 threads |")
     w("|---|---|---:|---:|---:|")
     names = {"shared": "php_worker_shared_*", "local": "php_worker_local_*", "array": "plain PHP array",
-             "laravel": "Laravel Cache::store('php_worker')"}
+             "laravel-php_worker": "Laravel Cache::store('php_worker') (the shared table)",
+             "laravel-array": "Laravel Cache::store('array') (per thread)"}
     for r in results["stores"]["rows"]:
         w(f"| {names.get(r['store'], r['store'])} | {r['op']} | {fmt(r['1'])} | {fmt(r['2'])} | {fmt(r['8'])} |")
     w("")

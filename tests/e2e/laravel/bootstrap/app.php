@@ -1,0 +1,42 @@
+<?php
+// The Laravel 8 test app, on Debian's php-laravel-framework (no Composer): Debian's
+// packages autoload through an autoload.php per package, which require those of their
+// dependencies by paths relative to the include path (/usr/share/php).
+$laravel = '/usr/share/php/Illuminate/autoload.php';
+if (!is_file($laravel)) {
+    throw new RuntimeException("$laravel is missing: install Debian's php-laravel-framework "
+        . '(scripts/install-deps.sh --tests does)');
+}
+if (!in_array('/usr/share/php', explode(PATH_SEPARATOR, get_include_path()), true)) {
+    set_include_path(get_include_path() . PATH_SEPARATOR . '/usr/share/php');
+}
+require_once $laravel;
+require_once __DIR__ . '/../../../../adapters/autoload.php';
+
+spl_autoload_register(static function (string $class): void {
+    $file = __DIR__ . '/../app/' . str_replace('\\', '/', substr($class, 4)) . '.php';
+    if (str_starts_with($class, 'App\\') && is_file($file)) {
+        require $file;
+    }
+});
+
+// Laravel writes its provider manifests (bootstrap/cache/*.php by default) while it
+// boots: keep them out of the repository.
+$cache = getenv('LARAVEL_CACHE_DIR') ?: sys_get_temp_dir() . '/php-worker-laravel-' . md5(__DIR__);
+if (!is_dir($cache)) {
+    @mkdir($cache, 0777, true);
+}
+foreach (['APP_PACKAGES_CACHE' => 'packages.php', 'APP_SERVICES_CACHE' => 'services.php',
+          'APP_CONFIG_CACHE' => 'config.php', 'APP_ROUTES_CACHE' => 'routes.php',
+          'APP_EVENTS_CACHE' => 'events.php'] as $name => $file) {
+    $_SERVER[$name] = $_ENV[$name] = "$cache/$file";
+}
+
+$app = new Illuminate\Foundation\Application(dirname(__DIR__));
+$app->singleton(Illuminate\Contracts\Http\Kernel::class, Illuminate\Foundation\Http\Kernel::class);
+$app->singleton(Illuminate\Contracts\Debug\ExceptionHandler::class, App\Exceptions\Handler::class);
+$app->booted(static function () {
+    require __DIR__ . '/../routes/web.php';
+});
+
+return $app;

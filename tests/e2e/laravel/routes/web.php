@@ -1,0 +1,102 @@
+<?php
+// Routes exercising the php_worker cache store and PhpWorker\Table; every answer is
+// JSON and says which worker thread (boot) served it.
+use Illuminate\Http\Request;
+use Illuminate\Support\Carbon;
+use Illuminate\Support\Facades\Cache;
+use Illuminate\Support\Facades\Route;
+use PhpWorker\Table;
+
+// The value a request names by ?type= and ?v=.
+$value = static function (Request $r): mixed {
+    $v = (string) $r->query('v', '');
+    return match ($r->query('type', 'string')) {
+        'string' => $v,
+        'int' => (int) $v,
+        'float' => (float) $v,
+        'bool' => $v === 'true',
+        'null' => null,
+        'array' => ['v' => $v, 'list' => [1, 2, 3], 'nested' => ['x' => 1.5, 'yes' => true, 'none' => null]],
+        'carbon' => Carbon::parse($v),
+        'object' => (object) ['v' => $v, 'list' => [1, 2]],
+    };
+};
+// A TTL from ?ttl=, or null (forever) without it.
+$ttl = static fn (Request $r): ?int => $r->query('ttl') === null ? null : (int) $r->query('ttl');
+$answer = static fn (array $data): array => $data + ['boot' => app()->bound('boot_id') ? app('boot_id') : null];
+
+Route::get('/put', fn (Request $r) => $answer(['stored' => Cache::put($r->query('k'), $value($r), $ttl($r))]));
+
+Route::get('/get', function (Request $r) use ($value, $answer) {
+    $got = Cache::get($r->query('k'));
+    $data = ['type' => get_debug_type($got), 'value' => $got];
+    if ($r->query('type') !== null) {
+        $expected = $value($r);
+        $data += ['equal' => $got == $expected, 'identical' => $got === $expected];
+    }
+    return $answer($data);
+});
+
+Route::get('/add', fn (Request $r) => $answer(['added' => Cache::add($r->query('k'), $value($r), $ttl($r))]));
+Route::get('/inc', fn (Request $r) => $answer(['value' => Cache::increment($r->query('k'), (int) $r->query('by', 1))]));
+Route::get('/dec', fn (Request $r) => $answer(['value' => Cache::decrement($r->query('k'), (int) $r->query('by', 1))]));
+Route::get('/forget', fn (Request $r) => $answer(['forgotten' => Cache::forget($r->query('k'))]));
+Route::get('/flush', fn () => $answer(['flushed' => Cache::flush()]));
+Route::get('/forever', fn (Request $r) => $answer(['stored' => Cache::forever($r->query('k'), $value($r))]));
+
+Route::get('/putmany', function (Request $r) use ($ttl, $answer) {
+    $p = (string) $r->query('p');
+    $values = ["{$p}a" => 1, "{$p}b" => 'two', "{$p}c" => ['three' => 3]];
+    return $answer(['stored' => Cache::putMany($values, $ttl($r))]);
+});
+Route::get('/many', fn (Request $r) => $answer(['values' => Cache::many(explode(',', (string) $r->query('keys')))]));
+
+Route::get('/remember', fn (Request $r) => $answer([
+    'value' => Cache::remember($r->query('k'), 60, fn () => ['computed_by' => app('boot_id'), 'at' => microtime(true)]),
+]));
+
+// What the store wrote in the process's table, under its own key.
+Route::get('/raw', fn (Request $r) => $answer([
+    'value' => php_worker_shared_get($r->query('k')),
+    'prefix' => Cache::getStore()->getPrefix(),
+    'store' => get_class(Cache::getStore()),
+]));
+
+Route::get('/table/{op}', function (Request $r, string $op) use ($answer) {
+    $table = new Table((string) $r->query('t', 'test'));
+    $key = (string) $r->query('key');
+    $by = (string) $r->query('by', '1');
+    $by = str_contains($by, '.') ? (float) $by : (int) $by;
+    $result = match ($op) {
+        'set' => $table->set($key, json_decode((string) $r->query('row'), true, flags: JSON_THROW_ON_ERROR)),
+        'get' => $table->get($key, $r->query('col')),
+        'incr' => $table->incr($key, (string) $r->query('col'), $by),
+        'decr' => $table->decr($key, (string) $r->query('col'), $by),
+        'del' => $table->del($key),
+        'exists' => $table->exists($key),
+        'count' => $table->count(),
+    };
+    return $answer(['result' => $result, 'type' => get_debug_type($result)]);
+});
+
+// The store benchmark (tests/bench): ?store= a cache store of config/cache.php, ?op=
+// get|put, ?n= operations on 100 keys of 100-byte values. Answers "<ops> <seconds>".
+Route::get('/bench', function (Request $r) {
+    $store = Cache::store((string) $r->query('store', 'php_worker'));
+    $n = (int) $r->query('n', 1000);
+    $value = str_repeat('v', 100);
+    for ($i = 0; $i < 100; $i++) {
+        $store->put("bench:$i", $value, 3600);
+    }
+    $start = hrtime(true);
+    if ($r->query('op') === 'put') {
+        for ($i = 0; $i < $n; $i++) {
+            $store->put('bench:' . ($i % 100), $value, 3600);
+        }
+    } else {
+        for ($i = 0; $i < $n; $i++) {
+            $store->get('bench:' . ($i % 100));
+        }
+    }
+    return new Illuminate\Http\Response(sprintf('%d %.6f', $n, (hrtime(true) - $start) / 1e9), 200, ['Content-Type' => 'text/plain']);
+});
