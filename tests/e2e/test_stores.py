@@ -157,12 +157,19 @@ def test_a_memory_limit_bailout_while_reading_a_big_value_leaves_the_store_usabl
         assert case(stores, "put", "shared", key="still", value="writable") is True
 
 
-def test_the_shared_table_survives_a_reload(stores):
+def test_the_shared_table_survives_a_reload_and_a_php_restart(stores):
     key = f"reload-{uuid.uuid4().hex[:8]}"
     assert case(stores, "put", "shared", key=key, value="kept") is True
-    status, body = stores.load((stores.workdir / "Caddyfile").read_text(), force=True)
+    config = (stores.workdir / "Caddyfile").read_text()
+    status, body = stores.load(config, force=True)
     assert status == 200, body
     assert json.loads(stores.get(f"/pair/stores.php?case=get&key={key}").text) == "kept"
+    # A php_ini change restarts PHP itself: the table belongs to the process.
+    status, body = stores.load(config.replace("memory_limit 256M", "memory_limit 200M"))
+    assert status == 200, body
+    assert stores.wait_log(lambda e: e.get("msg") == "php_ini changed: restarting PHP; requests wait for it")
+    assert json.loads(stores.get(f"/pair/stores.php?case=get&key={key}").text) == "kept"
+    assert json.loads(stores.get(f"/stores.php?case=get&key={key}").text) == "kept"
 
 
 def test_no_memory_growth_after_100000_put_forget_cycles(server):
