@@ -204,34 +204,41 @@ impl CpuProbe {
         }
     }
 
-    /// Whether the process or the machine used nearly every core over the window,
-    /// leaving out what came before `since`; None while that leaves less than
-    /// [`CPU_PROBE`] to judge by.
+    /// Whether the process used nearly every core since `since`, or the machine over
+    /// the whole window (its clock ticks are too coarse for less); None while less than
+    /// [`CPU_PROBE`] passed since `since`.
     fn saturated_since(&self, since: Instant) -> Option<bool> {
         let first = self.samples.iter().find(|s| s.at >= since)?;
-        let last = self.samples.back()?;
+        let (oldest, last) = (self.samples.front()?, self.samples.back()?);
         if last.at.duration_since(first.at) < CPU_PROBE {
             return None;
         }
-        Some(saturated(self.cores, first, last))
+        Some(saturated(self.cores, first, last) || machine_busy(oldest, last))
     }
 }
 
-/// Whether the CPU use between two samples fills nearly `cores` cores (the process),
-/// or nearly every core (the machine).
+/// Whether the process's CPU time between two samples fills nearly `cores` cores.
 fn saturated(cores: f64, first: &CpuSample, last: &CpuSample) -> bool {
     let wall = last.at.duration_since(first.at).as_secs_f64();
     if wall < TICK.as_secs_f64() {
         return false;
     }
     let used = last.process.saturating_sub(first.process).as_secs_f64();
-    let machine_busy = match (first.machine, last.machine) {
-        (Some((busy0, total0)), Some((busy1, total1))) if total1 > total0 => {
-            (busy1.saturating_sub(busy0)) as f64 / (total1 - total0) as f64 >= CPU_SATURATED
+    used / wall >= CPU_SATURATED * cores
+}
+
+/// Fewest clock ticks (all cores together) the machine's use is judged on: ticks are
+/// 10 ms, and a few of them say little.
+const MIN_MACHINE_TICKS: u64 = 10;
+
+/// Whether the machine's cores were nearly all busy between two samples.
+fn machine_busy(first: &CpuSample, last: &CpuSample) -> bool {
+    match (first.machine, last.machine) {
+        (Some((busy0, total0)), Some((busy1, total1))) if total1 >= total0 + MIN_MACHINE_TICKS => {
+            busy1.saturating_sub(busy0) as f64 / (total1 - total0) as f64 >= CPU_SATURATED
         }
         _ => false,
-    };
-    machine_busy || used / wall >= CPU_SATURATED * cores
+    }
 }
 
 /// CPU time the whole process has used.
@@ -251,7 +258,8 @@ fn machine_ticks() -> Option<(u64, u64)> {
 }
 
 /// (busy, total) from "cpu user nice system idle iowait irq softirq steal ...": idle
-/// and iowait are not busy.
+/// and iowait are not busy. Niced work is: with the kernel's autogroups, a niced build
+/// in another session still takes its share of the cores from PHP.
 fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
     let mut fields = line.split_whitespace();
     if fields.next()? != "cpu" {
@@ -259,8 +267,8 @@ fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
     }
     let ticks: Vec<u64> = fields.take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
     let total: u64 = ticks.iter().sum();
-    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
-    Some((total - idle, total))
+    let free = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    Some((total - free, total))
 }
 
 #[cfg(test)]
@@ -278,8 +286,9 @@ mod tests {
         assert!(!saturated(4.0, &at(0, 0), &at(100, 300)));
         assert!(!saturated(1.0, &at(0, 0), &at(1, 1)), "too short a window says nothing");
         let machine = |wall: u64, busy: u64, total: u64| CpuSample { machine: Some((busy, total)), ..at(wall, 0) };
-        assert!(saturated(2.0, &machine(0, 100, 200), &machine(100, 195, 300)), "others keep the machine 95% busy");
-        assert!(!saturated(2.0, &machine(0, 100, 200), &machine(100, 150, 300)), "a half idle machine");
+        assert!(machine_busy(&machine(0, 100, 200), &machine(100, 195, 300)), "others keep the machine 95% busy");
+        assert!(!machine_busy(&machine(0, 100, 200), &machine(100, 150, 300)), "a half idle machine");
+        assert!(!machine_busy(&machine(0, 100, 200), &machine(10, 104, 204)), "4 ticks say too little");
     }
 
     #[test]
