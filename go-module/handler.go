@@ -366,10 +366,22 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		defer t.Stop()
 		timeout = t.C
 	}
+	defer pr.closeOutput()
 	for {
 		select {
-		case <-pr.done:
-			return nil
+		case <-pr.wake:
+			end, err := pr.send()
+			if err != nil {
+				// The PHP thread has moved on, or will at its next output: only this
+				// goroutine waited on the client (timeouts write bounds that wait).
+				pr.abandon()
+				h.logger.Info("client stopped reading the response; it is dropped", zap.String("uri", r.RequestURI),
+					zap.Error(err))
+				return nil
+			}
+			if end {
+				return nil
+			}
 		case <-r.Context().Done():
 			if pr.abandon() {
 				return caddyhttp.Error(http.StatusRequestTimeout, errors.New("php_worker: the request body stopped arriving"))

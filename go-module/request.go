@@ -18,8 +18,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// phpRequest is the Go side of a request PHP is running. The handler goroutine waits on
-// done; the core's callbacks, on a PHP thread, write the response through it.
+// phpRequest is the Go side of a request PHP is running. The core's callbacks, on a PHP
+// thread, queue the response in it (response.go) and signal wake; the handler
+// goroutine sends what is queued to the client until the core's DONE.
 //
 // phpRequests are recycled: each has a fixed handle (its index in requests) that the
 // core passes back in callbacks, and two owners, the handler and the core, each of
@@ -27,7 +28,7 @@ import (
 type phpRequest struct {
 	handle uintptr
 	refs   atomic.Int32
-	done   chan struct{} // receives one value when the core has sent DONE
+	wake   chan struct{} // signalled when response parts are queued or DONE came
 
 	w       http.ResponseWriter
 	r       *http.Request
@@ -38,8 +39,9 @@ type phpRequest struct {
 	finished  bool // the DONE callback came: the core forgot this request
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	core      *C.php_worker_request_t
-	status    int   // status sent to the client, 0 before headers
+	sent      bool  // the headers left for the client (set by the handler goroutine)
 	bodyErr   error // why the body could not be read; later reads fail at once
+	out       responseQueue
 }
 
 // requestChunk is a block of request slots; chunks never move, so lookups need no lock.
@@ -68,7 +70,7 @@ func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequ
 			chunk = new([requestChunk]*phpRequest)
 			requests.chunks[i/requestChunk].Store(chunk)
 		}
-		pr = &phpRequest{handle: uintptr(i + 1), done: make(chan struct{}, 1)}
+		pr = &phpRequest{handle: uintptr(i + 1), wake: make(chan struct{}, 1)}
 		chunk[i%requestChunk] = pr
 	}
 	requests.mu.Unlock()
@@ -92,11 +94,12 @@ func (pr *phpRequest) release() {
 		return
 	}
 	select {
-	case <-pr.done:
+	case <-pr.wake:
 	default:
 	}
+	pr.out.reset()
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
-	pr.finished, pr.abandoned, pr.status, pr.bodyErr = false, false, 0, nil
+	pr.finished, pr.abandoned, pr.sent, pr.bodyErr = false, false, false, nil
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
 	requests.mu.Unlock()
@@ -108,17 +111,17 @@ func (pr *phpRequest) logger() *zap.Logger {
 	return appLogger().With(zap.String("uri", pr.uri))
 }
 
-// respond writes response data; false when the client is gone.
+// respond queues response data for the handler goroutine (it never waits on the
+// client); false when the client is gone.
 func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	ok := !pr.abandoned
 	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
-		h := pr.w.Header()
+		h := make(http.Header, len(headers))
 		addHeaders(pr, h, headers)
-		pr.w.WriteHeader(status)
-		// The final response sends PHP's whole header list again.
-		clear(h)
+		pr.out.parts = append(pr.out.parts, responsePart{kind: partInformational, status: status, header: h})
+		pr.signal()
 		return true
 	}
 	if ok && status != 0 {
@@ -126,30 +129,71 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			// The core's answer to a body it could not read; say why.
 			status = bodyErrorStatus(pr.bodyErr)
 		}
-		addHeaders(pr, pr.w.Header(), headers)
 		if status < 100 || status > 999 {
 			pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
 			status = http.StatusInternalServerError
 		}
-		pr.w.WriteHeader(status)
-		pr.status = status
+		h := make(http.Header, len(headers))
+		addHeaders(pr, h, headers)
+		pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
 	}
 	if ok && len(body) > 0 {
-		if _, err := pr.w.Write(body); err != nil {
-			pr.logger().Debug("client went away while PHP was writing", zap.Error(err))
+		if err := pr.out.queueBody(body); err != nil {
+			pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
 			ok = false
 		}
 	}
 	if ok && flags&C.PHP_WORKER_RESPONSE_FLUSH != 0 {
-		if err := http.NewResponseController(pr.w).Flush(); err != nil {
-			ok = false
-		}
+		pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
 	}
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
 		pr.finished = true
-		pr.done <- struct{}{}
 	}
+	pr.signal()
 	return ok
+}
+
+// signal wakes the handler goroutine; it takes everything queued when it wakes.
+func (pr *phpRequest) signal() {
+	select {
+	case pr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send writes what is queued to the client, until the queue is empty: true once the
+// core's DONE came and everything before it left. An error is the client's.
+func (pr *phpRequest) send() (bool, error) {
+	for {
+		pr.mu.Lock()
+		parts, spill, finished := pr.out.take(), pr.out.spill, pr.finished
+		pr.mu.Unlock()
+		if len(parts) == 0 {
+			return finished, nil
+		}
+		var err error
+		if spill != nil {
+			err = writeParts(pr.w, spill, parts)
+		} else {
+			err = writeParts(pr.w, nil, parts)
+		}
+		pr.mu.Lock()
+		pr.out.released(parts)
+		for _, p := range parts {
+			pr.sent = pr.sent || p.kind == partHeader
+		}
+		pr.mu.Unlock()
+		if err != nil {
+			return true, err
+		}
+	}
+}
+
+// closeOutput drops what is still queued and the spill file: the response is over.
+func (pr *phpRequest) closeOutput() {
+	pr.mu.Lock()
+	pr.out.reset()
+	pr.mu.Unlock()
 }
 
 // readBody fills buf from the request body; the count (short only at the end), or -1.
@@ -216,7 +260,7 @@ func (pr *phpRequest) abandon() bool {
 	}
 	// Caddy's read timeout (timeouts read_body): the client is still there.
 	timedOut := pr.bodyErr != nil && bodyErrorStatus(pr.bodyErr) == http.StatusRequestTimeout
-	return timedOut && !pr.finished && pr.status == 0
+	return timedOut && !pr.sent
 }
 
 // withdraw cancels the request if it still waits for a PHP thread; true when it will

@@ -1,0 +1,154 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+)
+
+// A PHP thread never waits on a client. Its output goes into its request's queue of
+// response parts, and the handler goroutine, the only one that writes to the client,
+// sends them. A part's body stays in memory up to a bound per request (and while all
+// requests together hold less than a bound per process); past it, bodies go to a
+// temporary file the goroutine reads back. So a slow or stalled client costs a
+// goroutine and some disk, not a PHP thread, as nginx's buffering spares php-fpm.
+
+// Bounds of the response bodies kept in memory.
+var (
+	// maxRequestBuffer is what one response may hold in memory before it spills.
+	maxRequestBuffer int64 = 1 << 20
+	// maxBuffered is what all responses together may hold in memory: many slow
+	// clients make responses spill earlier instead of exhausting RAM.
+	maxBuffered int64 = 64 << 20
+	// buffered is what all responses hold in memory now.
+	buffered atomic.Int64
+)
+
+// partKind says what a queued response part is.
+type partKind uint8
+
+const (
+	partHeader        partKind = iota // the status and headers
+	partInformational                 // a 1xx response (103 Early Hints)
+	partBody                          // body bytes, in data or in the spill file
+	partFlush                         // send what is queued now
+)
+
+type responsePart struct {
+	kind   partKind
+	status int
+	header http.Header
+	data   []byte // a body in memory
+	// A body in the spill file, when data is nil.
+	offset, length int64
+}
+
+// responseQueue is a request's response on its way from the PHP thread to the client.
+// Its fields are guarded by the phpRequest's mutex.
+type responseQueue struct {
+	parts  []responsePart
+	memory int64    // bytes of the queued bodies kept in memory
+	spill  *os.File // created (and unlinked) on first need; closed by the handler
+	end    int64    // where the next spilled body goes in the file
+}
+
+// queueBody queues body bytes, copying them (the caller's bytes belong to the core).
+// Past the bounds they go to the spill file; false when that cannot be written.
+func (q *responseQueue) queueBody(body []byte) error {
+	n := int64(len(body))
+	if q.spill == nil && q.memory+n <= maxRequestBuffer && buffered.Load()+n <= maxBuffered {
+		q.parts = append(q.parts, responsePart{kind: partBody, data: append([]byte(nil), body...)})
+		q.memory += n
+		buffered.Add(n)
+		return nil
+	}
+	if q.spill == nil {
+		f, err := os.CreateTemp("", "php_worker-response-*")
+		if err != nil {
+			return err
+		}
+		// Unlinked at once: the file goes away with its descriptor, whatever happens.
+		_ = os.Remove(f.Name())
+		q.spill = f
+	}
+	if _, err := q.spill.WriteAt(body, q.end); err != nil {
+		return err
+	}
+	q.parts = append(q.parts, responsePart{kind: partBody, offset: q.end, length: n})
+	q.end += n
+	return nil
+}
+
+// take hands the queued parts to the writer; their memory is counted until released.
+func (q *responseQueue) take() []responsePart {
+	parts := q.parts
+	q.parts = nil
+	return parts
+}
+
+// released gives back the memory of parts that were written or dropped.
+func (q *responseQueue) released(parts []responsePart) {
+	var n int64
+	for _, p := range parts {
+		n += int64(len(p.data))
+	}
+	if n > 0 {
+		q.memory -= n
+		buffered.Add(-n)
+	}
+}
+
+// reset drops everything queued and closes the spill file.
+func (q *responseQueue) reset() {
+	q.released(q.take())
+	if q.spill != nil {
+		q.spill.Close()
+		q.spill = nil
+	}
+	q.end = 0
+}
+
+// errClientGone marks a write that failed because of the client.
+var errClientGone = errors.New("the client stopped reading the response")
+
+// writeParts sends parts to the client: the handler goroutine's side of the queue.
+// A part in the spill file is copied from spill. The error is the client's.
+func writeParts(w http.ResponseWriter, spill io.ReaderAt, parts []responsePart) error {
+	for _, p := range parts {
+		switch p.kind {
+		case partInformational:
+			h := w.Header()
+			for k, v := range p.header {
+				h[k] = v
+			}
+			w.WriteHeader(p.status)
+			clear(h) // the final response sends PHP's whole header list again
+		case partHeader:
+			h := w.Header()
+			for k, v := range p.header {
+				h[k] = v
+			}
+			w.WriteHeader(p.status)
+		case partBody:
+			var err error
+			if p.data != nil {
+				_, err = w.Write(p.data)
+			} else {
+				_, err = io.Copy(w, io.NewSectionReader(spill, p.offset, p.length))
+			}
+			if err != nil {
+				return errors.Join(errClientGone, err)
+			}
+		case partFlush:
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				return errors.Join(errClientGone, err)
+			}
+		}
+	}
+	return nil
+}

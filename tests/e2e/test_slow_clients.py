@@ -1,0 +1,99 @@
+"""Slow clients hold no PHP thread: a response leaves its PHP thread for a per-request
+buffer (memory, then a temporary file) that the handler goroutine drains to the client."""
+
+import socket
+import time
+
+import pytest
+
+SLOW_READER_RCVBUF = 4096
+
+
+def slow_readers(srv, n, path="/big.php?mb=30", close=False):
+    """n clients that request a large response and never read it."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_READER_RCVBUF)
+        s.connect(("127.0.0.1", srv.port))
+        extra = "Connection: close\r\n" if close else ""
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n".encode())
+        socks.append(s)
+    return socks
+
+
+def busy_threads(srv):
+    return [t for t in srv.threads()["threads"] if t["state"] == "busy"]
+
+
+@pytest.fixture(scope="module")
+def slow(start_server):
+    return start_server("slow-clients", threads=4, global_extra="", site_extra="")
+
+
+def served(srv):
+    return sum(t["requests"] for t in srv.threads()["threads"])
+
+
+def wait_served(srv, target, timeout=60):
+    """Waits until the PHP threads served `target` requests in all and none runs one."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if served(srv) >= target and not busy_threads(srv):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("readers,mb", [(8, 30), (64, 4)])
+def test_slow_readers_do_not_stall_the_server(slow, readers, mb):
+    before, done = slow.rss_kb(), served(slow)
+    socks = slow_readers(slow, readers, f"/big.php?mb={mb}")
+    try:
+        # Every script runs to its end, its response left to the buffers: no PHP thread
+        # waits on a client that does not read.
+        assert wait_served(slow, done + readers), "no PHP thread waits on a client"
+        started = time.monotonic()
+        r = slow.get("/hello.php", timeout=10)
+        took = time.monotonic() - started
+        assert (r.status, r.text) == (200, "Hello, world!")
+        print(f"{readers} slow readers: /hello.php answered in {took * 1000:.0f} ms, "
+              f"RSS +{(slow.rss_kb() - before) / 1024:.0f} MB")
+        assert took < 1, f"a normal request waited {took:.2f} s behind slow readers"
+        grown_mb = (slow.rss_kb() - before) / 1024
+        assert grown_mb < 16 + min(readers, 64) * 1.2, \
+            f"{readers} × {mb} MB responses are buffered in memory only up to the bounds: RSS +{grown_mb:.0f} MB"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_slow_reader_still_gets_the_whole_response(slow):
+    done = served(slow)
+    s = slow_readers(slow, 1, "/big.php?mb=8", close=True)[0]
+    assert wait_served(slow, done + 1), "PHP is done; the response waits in the buffer and the spill file"
+    s.settimeout(20)
+    received = b""
+    while chunk := s.recv(1 << 20):
+        received += chunk
+    s.close()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    assert body.count(b"x") == 8 << 20, "every byte arrived, in order, from memory and the spill file"
+
+
+def test_a_client_that_stops_reading_is_ended_by_the_write_timeout(start_server):
+    srv = start_server("write-timeout", threads=2, global_extra="", site_extra="")
+    # Caddy's `timeouts write` bounds how long the goroutine waits on the client.
+    config = (srv.workdir / "Caddyfile").read_text().replace("\tpersist_config off\n",
+                                                             "\tpersist_config off\n\tservers {\n\t\ttimeouts {\n\t\t\twrite 2s\n\t\t}\n\t}\n", 1)
+    status, body = srv.load(config)
+    assert status == 200, body
+    socks = slow_readers(srv, 2, "/big.php?mb=20")
+    try:
+        line = srv.wait_log(lambda e: e.get("msg") == "client stopped reading the response; it is dropped", timeout=15)
+        assert line and "big.php" in line[0]["uri"], line
+        assert srv.get("/hello.php", timeout=5).status == 200
+    finally:
+        for s in socks:
+            s.close()
