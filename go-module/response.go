@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 )
 
@@ -39,11 +40,18 @@ const (
 	partFlush                         // send what is queued now
 )
 
+// chunkSize is the size of the pooled buffers bodies are copied into: reusing them
+// keeps a busy server's responses from feeding Go's garbage collector.
+const chunkSize = 64 << 10
+
+var chunks = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
 type responsePart struct {
 	kind   partKind
 	status int
 	header http.Header
-	data   []byte // a body in memory
+	data   []byte           // a body in memory: chunk[:n]
+	chunk  *[chunkSize]byte // the pooled buffer behind data
 	// A body in the spill file, when data is nil.
 	offset, length int64
 }
@@ -62,9 +70,20 @@ type responseQueue struct {
 func (q *responseQueue) queueBody(body []byte) error {
 	n := int64(len(body))
 	if q.spill == nil && q.memory+n <= maxRequestBuffer && buffered.Load()+n <= maxBuffered {
-		q.parts = append(q.parts, responsePart{kind: partBody, data: append([]byte(nil), body...)})
 		q.memory += n
 		buffered.Add(n)
+		for len(body) > 0 {
+			// Fill the last queued chunk, then new ones.
+			last := len(q.parts) - 1
+			if last < 0 || q.parts[last].chunk == nil || len(q.parts[last].data) == chunkSize {
+				q.parts = append(q.parts, responsePart{kind: partBody, chunk: chunks.Get().(*[chunkSize]byte)})
+				last++
+			}
+			p := &q.parts[last]
+			m := copy(p.chunk[len(p.data):], body)
+			p.data = p.chunk[:len(p.data)+m]
+			body = body[m:]
+		}
 		return nil
 	}
 	if q.spill == nil {
@@ -94,8 +113,12 @@ func (q *responseQueue) take() []responsePart {
 // released gives back the memory of parts that were written or dropped.
 func (q *responseQueue) released(parts []responsePart) {
 	var n int64
-	for _, p := range parts {
-		n += int64(len(p.data))
+	for i := range parts {
+		n += int64(len(parts[i].data))
+		if parts[i].chunk != nil {
+			chunks.Put(parts[i].chunk)
+			parts[i].chunk, parts[i].data = nil, nil
+		}
 	}
 	if n > 0 {
 		q.memory -= n
