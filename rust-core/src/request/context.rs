@@ -468,3 +468,102 @@ mod tests {
         assert!(!EXCHANGES.bodies.lock().unwrap().contains_key(&h));
     }
 }
+
+/// Property tests of the header lines PHP hands over ("Name: value").
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use crate::request::tests::request;
+    use crate::testing::calls_for;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// The (name, value) a line must give, written independently of add_header: split
+    /// at the first colon, spaces and tabs trimmed from both ends of each side; None for
+    /// a line without a colon or with an empty name.
+    fn model(line: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let colon = line.iter().position(|&b| b == b':')?;
+        let strip = |s: &[u8]| -> Vec<u8> {
+            let blank = |b: &u8| *b == b' ' || *b == b'\t';
+            match (s.iter().position(|b| !blank(b)), s.iter().rposition(|b| !blank(b))) {
+                (Some(a), Some(z)) => s[a..=z].to_vec(),
+                _ => Vec::new(),
+            }
+        };
+        let (name, value) = (strip(&line[..colon]), strip(&line[colon + 1..]));
+        (!name.is_empty()).then_some((name, value))
+    }
+
+    /// What add_header recorded, in order.
+    fn recorded(ctx: &RequestContext) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let text = &ctx.scratch.header_text;
+        ctx.scratch.header_spans.iter().map(|&[n, nl, v, vl]| (text[n..n + nl].to_vec(), text[v..v + vl].to_vec())).collect()
+    }
+
+    /// Header lines rich in the bytes that matter: colons, blanks, NUL, CR, LF.
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        vec(prop_oneof![3 => Just(b':'), 3 => Just(b' '), 1 => Just(b'\t'), 1 => Just(0u8), 1 => Just(b'\r'), 1 => Just(b'\n'),
+                        8 => any::<u8>(), 8 => b'a'..=b'z'], 0..40)
+    }
+
+    /// A header name as PHP scripts write them: no colon, no blank at either end.
+    fn name() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9!#$%&'*+.^_`|~-]{1,16}"
+    }
+
+    /// A value with no blank at either end; colons and inner blanks allowed.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof!["", "[!-~]", "[!-~][ -~\t]{0,30}[!-~]"]
+    }
+
+    proptest! {
+        /// Any lines: no panic, and what is kept is exactly what the model keeps, in
+        /// order (lines without a colon or with an empty name are dropped).
+        #[test]
+        fn proptest_header_lines_parse_like_the_model(lines in vec(line(), 0..12)) {
+            let (r, _) = request("GET", &[], 0, b"", true);
+            let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+            for l in &lines {
+                ctx.add_header(l);
+            }
+            let want: Vec<_> = lines.iter().filter_map(|l| model(l)).collect();
+            prop_assert_eq!(recorded(&ctx), want);
+            ctx.finish(false);
+        }
+
+        /// "Name:<blanks>value<blanks>" gives back (name, value), with the colons the
+        /// value may hold; the host receives them in order.
+        #[test]
+        fn proptest_name_value_round_trips(
+            headers in vec((name(), value(), "[ \t]{0,3}", "[ \t]{0,3}", "[ \t]{0,2}"), 1..8),
+        ) {
+            let (r, h) = request("GET", &[], 0, b"", true);
+            let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+            for (n, v, before, after, before_colon) in &headers {
+                ctx.add_header(format!("{n}{before_colon}:{before}{v}{after}").as_bytes());
+            }
+            let want: Vec<(String, String)> = headers.iter().map(|(n, v, ..)| (n.clone(), v.clone())).collect();
+            let got: Vec<_> = recorded(&ctx).into_iter().map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap())).collect();
+            prop_assert_eq!(&got, &want);
+            ctx.headers_done(200);
+            ctx.finish(false);
+            let calls = calls_for(h);
+            prop_assert_eq!(calls.len(), 1);
+            prop_assert_eq!(&calls[0].headers, &want);
+        }
+
+        /// A line without a colon is dropped, whatever else it holds.
+        #[test]
+        fn proptest_lines_without_a_colon_are_dropped(lines in vec(vec(any::<u8>().prop_filter("no colon", |b| *b != b':'), 0..40), 1..8)) {
+            let (r, h) = request("GET", &[], 0, b"", true);
+            let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+            for l in &lines {
+                ctx.add_header(l);
+            }
+            prop_assert!(ctx.scratch.header_spans.is_empty() && ctx.scratch.header_text.is_empty());
+            ctx.headers_done(200);
+            ctx.finish(false);
+            prop_assert!(calls_for(h)[0].headers.is_empty());
+        }
+    }
+}
