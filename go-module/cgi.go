@@ -193,9 +193,10 @@ func buildRequest(b *requestBuffer, r *http.Request, s script, repl *caddy.Repla
 	b.pair("HTTP_HOST", r.Host)
 	for field, values := range r.Header {
 		// Host comes from r.Host above. Proxy must never become HTTP_PROXY (httpoxy,
-		// CVE-2016-5385). A name with '_' would collide with its '-' twin
-		// (X_Forwarded_For spoofing X-Forwarded-For), so it is dropped.
-		if field == "Host" || field == "Proxy" || strings.IndexByte(field, '_') >= 0 {
+		// CVE-2016-5385). A name with '_' or '.' would collide with its '-' twin once
+		// PHP registers it ('.' becomes '_'): X_Forwarded_For or X.Forwarded-For
+		// spoofing X-Forwarded-For. It is dropped.
+		if field == "Host" || field == "Proxy" || strings.ContainsAny(field, "_.") {
 			continue
 		}
 		b.headerPair(field, values)

@@ -81,10 +81,12 @@ func joinRoot(root, p string) string {
 
 // resolve returns the target for the decoded request path reqPath under root.
 func (rs resolver) resolve(root, reqPath string) (target, script) {
-	p := caddyhttp.NormalizedPath(reqPath, true)
-	if p == "" || p[0] != '/' {
-		p = "/" + p
+	// Rooted before it is cleaned: cleaning a relative path (a rewrite can leave one)
+	// keeps its leading "..", which would climb above the root.
+	if reqPath == "" || reqPath[0] != '/' {
+		reqPath = "/" + reqPath
 	}
+	p := caddyhttp.NormalizedPath(reqPath, true)
 	if pos := splitPos(p, rs.split); pos >= 0 {
 		name := p[:pos]
 		filename := joinRoot(root, name)
