@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test: rust-core's unit tests and header check, the
-# Go module's unit tests, the end-to-end suite against the built ./caddy, and a quick
-# pass of the benchmark suite as a smoke check.
+# Builds everything and runs every test: rust-core's unit tests (property tests
+# included) and header check, the Go module's unit tests and fuzz targets, the
+# end-to-end suite against the built ./caddy, and a quick pass of the benchmark suite
+# as a smoke check.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests
@@ -19,6 +20,9 @@ echo "== go-module: formatting, vet, and unit tests under the race detector"
 unformatted=$(cd go-module && gofmt -l .)
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }
 (cd go-module && go vet ./... && go test -race -count=1 ./...)
+
+echo "== go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
+FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
 
 echo "== end to end"
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest

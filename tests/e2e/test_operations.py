@@ -84,8 +84,15 @@ def ops(start_server):
 def test_metrics_count_requests_durations_and_worker_restarts(ops):
     before = scrape(ops)
     assert get_all(ops, ["/counter"] * 7 + ["/hello.php"] * 3) == [200] * 10
+    # Requests are counted just after their response left: wait until all 10 are.
     after = poll(lambda: (lambda m: m if metric(m, "php_worker_worker_restarts_total", worker="counter")
-                          > metric(before, "php_worker_worker_restarts_total", worker="counter") else None)(scrape(ops)))
+                          > metric(before, "php_worker_worker_restarts_total", worker="counter")
+                          and metric(m, "php_worker_queue_wait_seconds_count")
+                          - metric(before, "php_worker_queue_wait_seconds_count") >= 10
+                          and metric(m, "php_worker_worker_requests_total", worker="counter")
+                          - metric(before, "php_worker_worker_requests_total", worker="counter") >= 7
+                          and metric(m, "php_worker_classic_requests_total")
+                          - metric(before, "php_worker_classic_requests_total") >= 3 else None)(scrape(ops)))
     assert after, "max_requests 5 restarted the counter's script once in 7 requests"
 
     def diff(name, **labels):
