@@ -5,6 +5,7 @@
 #include <php.h>
 #include <SAPI.h>
 #include <php_main.h>
+#include <ext/date/php_date.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +22,14 @@ void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 		pthread_setname_np(pthread_self(), name);
 	}
 	(void)ts_resource(0);
+	/* PHP 8.2's date extension sets last_errors only when a request starts; a thread's
+	 * globals are not zeroed, so a first request that fails before that point (a form
+	 * over memory_limit) would free a garbage pointer at request shutdown (found by
+	 * scripts/asan.sh). */
+	zend_module_entry *date = zend_hash_str_find_ptr(&module_registry, "date", sizeof("date") - 1);
+	if (date && date->globals_id_ptr) { /* date's globals id is not exported: ask its module */
+		TSRMG_BULK(*date->globals_id_ptr, zend_date_globals *)->last_errors = NULL;
+	}
 	slot->thread = pthread_self();
 	slot->timer = &EG(max_execution_timer_timer);
 }
