@@ -4,6 +4,7 @@
 #
 #   PHP_CONFIG=/path/to/php-config scripts/build-php.sh   checks a build of your own instead
 #   PHP_WORKER_CACHE=/somewhere scripts/build-php.sh       cache root (default ~/.cache/php_worker)
+#   PHP_WORKER_PHP_ASAN=1 scripts/build-php.sh             AddressSanitizer build (scripts/asan.sh)
 #
 # The cache directory is named after the PHP version and a hash of the configure flags and
 # of recipe_version, so changing the flags (or bumping recipe_version when the build steps
@@ -65,14 +66,29 @@ configure_flags=(
 	--with-mysql-sock=/run/mysqld/mysqld.sock
 )
 
+# PHP_WORKER_PHP_ASAN=1 (set by scripts/asan.sh) adds PHP's own --enable-address-sanitizer
+# (-fsanitize=address -fno-omit-frame-pointer -DZEND_TRACK_ARENA_ALLOC): the flag joins the
+# hashed flags and "-asan" the directory name, so that build is cached next to the normal
+# one. Unset, the flags, hash and directory name are exactly what they were before. The
+# build runs the PHP it just built (phar); leak reports at its exit would fail it, hence
+# detect_leaks=0.
+variant=
+if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
+	configure_flags+=(--enable-address-sanitizer)
+	variant=-asan
+	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
+
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 recipe_version=3
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
 
 # One build at a time: a second run (another shell sourcing scripts/env.sh) waits for
 # the first instead of deleting its build directory, then reuses what it built.
+# A variant build (ASan) locks its own file instead, so that its long build never holds up
+# a normal one; it takes the shared lock only while it looks for or fetches the source.
 mkdir -p "$cache_root"
-exec 9>"$cache_root/.lock"
+exec 9>"$cache_root/.lock$variant"
 flock 9
 
 # Newest source version first; the newest listed can 404, so we fall back in order.
@@ -82,7 +98,7 @@ mapfile -t versions < <(apt-cache showsrc php8.2 2>/dev/null | awk '/^Version:/ 
 # Reuse any complete cached build of a listed version with these flags.
 for v in "${versions[@]}"; do
 	upstream=${v%%-*}
-	prefix="$cache_root/php-$upstream-zts-$build_key"
+	prefix="$cache_root/php-$upstream-zts$variant-$build_key"
 	if [ -f "$prefix/.complete" ]; then
 		check_php "$prefix/bin/php-config" || exit 1
 		echo "$prefix/bin/php-config"
@@ -90,6 +106,7 @@ for v in "${versions[@]}"; do
 	fi
 done
 
+if [ -n "$variant" ]; then exec 8>"$cache_root/.lock"; flock 8; fi
 mkdir -p "$cache_root/src"
 srcdir=
 for v in "${versions[@]}"; do
@@ -107,11 +124,12 @@ for v in "${versions[@]}"; do
 	log "php8.2=$v could not be fetched, trying the next version"
 done
 [ -n "$srcdir" ] && [ -d "$srcdir" ] || { log "no php8.2 source version could be fetched"; exit 1; }
+if [ -n "$variant" ]; then exec 8>&-; fi
 
 upstream=$(basename "$srcdir"); upstream=${upstream#php8.2-}
-prefix="$cache_root/php-$upstream-zts-$build_key"
-build="$cache_root/build-$upstream-$build_key"
-log "building PHP $upstream (ZTS, embed) into $prefix; this takes several minutes"
+prefix="$cache_root/php-$upstream-zts$variant-$build_key"
+build="$cache_root/build-$upstream$variant-$build_key"
+log "building PHP $upstream (ZTS, embed${variant:+, ASan}) into $prefix; this takes several minutes"
 
 rm -rf "$build" "$prefix"
 cp -a "$srcdir" "$build"

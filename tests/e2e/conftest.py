@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CADDY = REPO / "caddy"
+CADDY = Path(os.environ.get("PHP_WORKER_CADDY") or REPO / "caddy")  # scripts/asan.sh points it at its ASan build
 APP = Path(__file__).resolve().parent / "app"
 WORK = REPO / "tests" / ".work"
 
