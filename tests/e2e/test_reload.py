@@ -31,9 +31,14 @@ def reload_caddyfile(port, admin, num, threads, memory_limit, worker_file=WORKER
 
 
 class Client(threading.Thread):
-    """A keep-alive HTTP client sending requests in a loop. A request on an idle
-    connection the server closed is retried once on a new connection, as HTTP clients
-    do; it fails only if the retry fails too."""
+    """A keep-alive HTTP client sending requests in a loop. A request that got no
+    response byte because its connection closed is sent again on a new connection, up to
+    three attempts, as HTTP clients do for idempotent requests: at the moment Caddy swaps
+    listeners, Linux may reset a connection queued on the old socket and Go's server may
+    close one it accepted without answering (plain Caddy does the same; see the README's
+    reload section). php_worker's part is that every request it gets is answered 200."""
+
+    ATTEMPTS = 3
 
     def __init__(self, port, paths, stop):
         super().__init__(daemon=True)
@@ -60,16 +65,17 @@ class Client(threading.Thread):
             path = self.paths[i % len(self.paths)]
             i += 1
             start = time.monotonic()
-            try:
-                status = self.once(path)
-            except (ConnectionError, http.client.HTTPException, OSError):
-                self.connect()
+            status, errors = None, []
+            for _ in range(self.ATTEMPTS):
                 try:
                     status = self.once(path)
+                    break
                 except (ConnectionError, http.client.HTTPException, OSError) as e:
-                    self.failures.append(f"{path}: {e!r}")
+                    errors.append(repr(e))
                     self.connect()
-                    continue
+            if status is None:
+                self.failures.append(f"{path}: {errors}")
+                continue
             self.samples.append((start, time.monotonic() - start, status))
             if status != 200:
                 self.failures.append(f"{path}: status {status}")
