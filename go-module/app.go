@@ -53,6 +53,15 @@ type App struct {
 	// Default: 16MiB.
 	LocalStoreSize int64 `json:"local_store_size,omitempty"`
 
+	// Memory one response may hold while its client is slower than PHP, in bytes: PHP
+	// never waits on a client, and past this bound the rest of the response waits in a
+	// temporary file (in $TMPDIR, deleted when the response ends). Default: 1MiB.
+	ResponseBuffer int64 `json:"response_buffer,omitempty"`
+
+	// Memory all responses together may hold that way, in bytes: past it, responses
+	// spill to their files sooner. Default: 64MiB.
+	ResponseBufferTotal int64 `json:"response_buffer_total,omitempty"`
+
 	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
 	// reload restarts PHP (requests wait meanwhile).
 	PHPIni map[string]string `json:"php_ini,omitempty"`
@@ -133,6 +142,12 @@ func (a *App) setup(ctx caddy.Context) {
 	if a.LocalStoreSize == 0 {
 		a.LocalStoreSize = defaultLocalStoreSize
 	}
+	if a.ResponseBuffer == 0 {
+		a.ResponseBuffer = defaultResponseBuffer
+	}
+	if a.ResponseBufferTotal == 0 {
+		a.ResponseBufferTotal = defaultResponseBufferTotal
+	}
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
 
@@ -156,6 +171,12 @@ func (a *App) Validate() error {
 	}
 	if a.SharedStoreSize < 0 || a.LocalStoreSize < 0 {
 		return fmt.Errorf("shared_store_size and local_store_size must not be negative")
+	}
+	if a.ResponseBuffer < 0 || a.ResponseBufferTotal < 0 {
+		return fmt.Errorf("response_buffer and response_buffer_total must not be negative")
+	}
+	if a.ResponseBuffer > a.ResponseBufferTotal {
+		return fmt.Errorf("response_buffer (%d bytes) must not exceed response_buffer_total (%d bytes)", a.ResponseBuffer, a.ResponseBufferTotal)
 	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
@@ -282,6 +303,10 @@ func (a *App) Cleanup() error {
 
 func (a *App) maxWaitTime() time.Duration {
 	return time.Duration(a.MaxWaitTime)
+}
+
+func (a *App) bufferLimits() bufferLimits {
+	return bufferLimits{limit: a.ResponseBuffer, total: a.ResponseBufferTotal}
 }
 
 // Interface guards

@@ -26,6 +26,8 @@ import (
 //			shutdown_timeout <duration>
 //			shared_store_size <size>
 //			local_store_size <size>
+//			response_buffer <size>
+//			response_buffer_total <size>
 //			php_ini <key> <value>
 //			php_ini {
 //				<key> <value>
@@ -48,9 +50,12 @@ import (
 // num_threads is the number of PHP threads, workers included; it must exceed the worker
 // threads (default 2 × CPUs, or the worker threads + 1 if more); max_threads (at least
 // num_threads, or auto) lets autoscaling add threads while requests wait, and
-// max_idle_time (default 5s) is how long an added thread may stay idle; max_wait_time bounds how long a request waits for a free thread before a 503
-// (default: no bound); shutdown_timeout bounds how long running scripts may take to
-// finish on shutdown (default 30s); php_ini overrides php.ini settings and may repeat;
+// max_idle_time (default 5s) is how long an added thread may stay idle; max_wait_time
+// bounds how long a request waits for a free thread before a 503 (default: no bound);
+// shutdown_timeout bounds how long running scripts may take to finish on shutdown
+// (default 30s); response_buffer (default 1MiB) and response_buffer_total (default
+// 64MiB) bound the memory responses wait in while clients are slower than PHP, before
+// they wait in temporary files; php_ini overrides php.ini settings and may repeat;
 // worker starts a worker script for every site (see WorkerConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.Next() {
@@ -81,15 +86,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 				a.MaxIdleTime = dur
-			case "shared_store_size", "local_store_size":
+			case "shared_store_size", "local_store_size", "response_buffer", "response_buffer_total":
 				n, err := sizeArg(d)
 				if err != nil {
 					return err
 				}
-				if name == "shared_store_size" {
+				switch name {
+				case "shared_store_size":
 					a.SharedStoreSize = n
-				} else {
+				case "local_store_size":
 					a.LocalStoreSize = n
+				case "response_buffer":
+					a.ResponseBuffer = n
+				default:
+					a.ResponseBufferTotal = n
 				}
 			case "max_wait_time":
 				dur, err := durationArg(d, false)
@@ -120,7 +130,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			default:
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, shared_store_size, local_store_size, php_ini, worker)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, shared_store_size, local_store_size, response_buffer, response_buffer_total, php_ini, worker)", name)
 			}
 		}
 	}

@@ -24,6 +24,8 @@ func TestGlobalOption(t *testing.T) {
 		max_idle_time 10s
 		shared_store_size 4MB
 		local_store_size 512KiB
+		response_buffer 256KiB
+		response_buffer_total 32MB
 		max_wait_time 2s
 		php_ini memory_limit 256M
 		php_ini {
@@ -36,13 +38,15 @@ func TestGlobalOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := App{
-		NumThreads:      3,
-		MaxThreads:      ThreadLimitAuto,
-		MaxIdleTime:     caddy.Duration(10 * time.Second),
-		SharedStoreSize: 4000000,
-		LocalStoreSize:  512 << 10,
-		MaxWaitTime:     caddy.Duration(2 * time.Second),
-		PHPIni:          map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
+		NumThreads:          3,
+		MaxThreads:          ThreadLimitAuto,
+		MaxIdleTime:         caddy.Duration(10 * time.Second),
+		SharedStoreSize:     4000000,
+		LocalStoreSize:      512 << 10,
+		ResponseBuffer:      256 << 10,
+		ResponseBufferTotal: 32000000,
+		MaxWaitTime:         caddy.Duration(2 * time.Second),
+		PHPIni:              map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
 	}
 	if !reflect.DeepEqual(app, want) {
 		t.Errorf("got %+v, want %+v", app, want)
@@ -62,6 +66,8 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\nmax_idle_time 0s\n}":      "max_idle_time must be a positive duration",
 		"php_worker {\nshared_store_size 1\n}":   "shared_store_size must be a size of at least 1KiB",
 		"php_worker {\nlocal_store_size lots\n}": "local_store_size must be a size",
+		"php_worker {\nresponse_buffer 10\n}":    "response_buffer must be a size of at least 1KiB",
+		"php_worker {\nresponse_buffer_total\n}": "argument",
 		"php_worker {\nnonsense 1\n}":            "unknown php_worker option",
 		"php_worker extra":                       "argument",
 	} {
@@ -336,5 +342,20 @@ func TestThreadLimitJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"max_threads":12}`), &app); err != nil || app.MaxThreads != 12 {
 		t.Errorf("12: %v %v", app.MaxThreads, err)
+	}
+}
+
+func TestResponseBufferValidation(t *testing.T) {
+	app := App{ResponseBuffer: 8 << 20, ResponseBufferTotal: 4 << 20}
+	if err := app.Validate(); err == nil || !strings.Contains(err.Error(), "must not exceed response_buffer_total") {
+		t.Errorf("a per-response bound above the total: error %v", err)
+	}
+	app = App{ResponseBuffer: -1, ResponseBufferTotal: 4 << 20}
+	if err := app.Validate(); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+		t.Errorf("a negative bound: error %v", err)
+	}
+	app = App{ResponseBuffer: 1 << 20, ResponseBufferTotal: 4 << 20}
+	if err := app.Validate(); err != nil {
+		t.Errorf("valid bounds refused: %v", err)
 	}
 }

@@ -80,6 +80,7 @@ type collector struct {
 	classicRequests, classicDuration                              *prometheus.Desc
 	workerThreads, workerReady, workerBusy, workerQueue           *prometheus.Desc
 	workerRequests, workerDuration, workerCrashes, workerRestarts *prometheus.Desc
+	responseBuffered, responseSpillFiles, responseSpills          *prometheus.Desc
 }
 
 func newCollector() *collector {
@@ -87,22 +88,25 @@ func newCollector() *collector {
 		return prometheus.NewDesc("php_worker_"+name, help, labels, nil)
 	}
 	return &collector{
-		threads:         d("threads", "PHP threads running, workers included."),
-		busy:            d("busy_threads", "PHP threads running a request."),
-		idle:            d("idle_threads", "PHP threads waiting for a request."),
-		maxThreads:      d("max_threads", "The autoscaling limit on PHP threads (0: autoscaling off)."),
-		queueDepth:      d("queue_depth", "Requests waiting for a PHP thread, in all pools."),
-		queueWait:       d("queue_wait_seconds", "Time requests waited for a PHP thread, in all pools."),
-		classicRequests: d("classic_requests_total", "Requests served by classic (non-worker) threads."),
-		classicDuration: d("classic_request_duration_seconds", "Time classic threads took per request."),
-		workerThreads:   d("worker_threads", "Threads of the worker.", "worker"),
-		workerReady:     d("worker_ready_threads", "Threads whose current worker script is booted.", "worker"),
-		workerBusy:      d("worker_busy_threads", "Threads of the worker running a request.", "worker"),
-		workerQueue:     d("worker_queue_depth", "Requests waiting for a thread of the worker.", "worker"),
-		workerRequests:  d("worker_requests_total", "Requests served by the worker.", "worker"),
-		workerDuration:  d("worker_request_duration_seconds", "Time the worker took per request.", "worker"),
-		workerCrashes:   d("worker_crashes_total", "Worker scripts that ended on an error or failed to boot.", "worker"),
-		workerRestarts:  d("worker_restarts_total", "Worker scripts restarted on purpose (max_requests, reloads, the admin API, file changes).", "worker"),
+		threads:            d("threads", "PHP threads running, workers included."),
+		busy:               d("busy_threads", "PHP threads running a request."),
+		idle:               d("idle_threads", "PHP threads waiting for a request."),
+		maxThreads:         d("max_threads", "The autoscaling limit on PHP threads (0: autoscaling off)."),
+		queueDepth:         d("queue_depth", "Requests waiting for a PHP thread, in all pools."),
+		queueWait:          d("queue_wait_seconds", "Time requests waited for a PHP thread, in all pools."),
+		classicRequests:    d("classic_requests_total", "Requests served by classic (non-worker) threads."),
+		classicDuration:    d("classic_request_duration_seconds", "Time classic threads took per request."),
+		workerThreads:      d("worker_threads", "Threads of the worker.", "worker"),
+		workerReady:        d("worker_ready_threads", "Threads whose current worker script is booted.", "worker"),
+		workerBusy:         d("worker_busy_threads", "Threads of the worker running a request.", "worker"),
+		workerQueue:        d("worker_queue_depth", "Requests waiting for a thread of the worker.", "worker"),
+		workerRequests:     d("worker_requests_total", "Requests served by the worker.", "worker"),
+		workerDuration:     d("worker_request_duration_seconds", "Time the worker took per request.", "worker"),
+		workerCrashes:      d("worker_crashes_total", "Worker scripts that ended on an error or failed to boot.", "worker"),
+		workerRestarts:     d("worker_restarts_total", "Worker scripts restarted on purpose (max_requests, reloads, the admin API, file changes).", "worker"),
+		responseBuffered:   d("response_buffered_bytes", "Response bytes in memory waiting for clients slower than PHP."),
+		responseSpillFiles: d("response_spill_files", "Responses whose rest waits in a temporary file now."),
+		responseSpills:     d("response_spills_total", "Responses that went past the memory bounds into a temporary file."),
 	}
 }
 
@@ -110,7 +114,8 @@ func newCollector() *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
-		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts} {
+		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
+		c.responseBuffered, c.responseSpillFiles, c.responseSpills} {
 		ch <- d
 	}
 }
@@ -155,6 +160,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.busy, float64(busy))
 	gauge(c.idle, float64(idle))
 	gauge(c.maxThreads, float64(s.MaxThreads))
+	gauge(c.responseBuffered, float64(buffered.Load()))
+	gauge(c.responseSpillFiles, float64(spillFiles.Load()))
+	counter(c.responseSpills, spills.Load())
 
 	// Pools of one worker (a removed one still draining beside its successor) are
 	// summed: a label set appears once per scrape.

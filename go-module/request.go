@@ -79,6 +79,7 @@ func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequ
 	}
 	pr.refs.Store(2)
 	pr.w, pr.r, pr.uri, pr.handler = w, r, r.RequestURI, h
+	pr.out.bufferLimits = h.app.bufferLimits()
 	return pr
 }
 

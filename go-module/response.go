@@ -19,16 +19,24 @@ import (
 // temporary file the goroutine reads back. So a slow or stalled client costs a
 // goroutine and some disk, not a PHP thread, as nginx's buffering spares php-fpm.
 
-// Bounds of the response bodies kept in memory.
-var (
-	// maxRequestBuffer is what one response may hold in memory before it spills.
-	maxRequestBuffer int64 = 1 << 20
-	// maxBuffered is what all responses together may hold in memory: many slow
-	// clients make responses spill earlier instead of exhausting RAM.
-	maxBuffered int64 = 64 << 20
-	// buffered is what all responses hold in memory now.
-	buffered atomic.Int64
+// Default bounds of the response bodies kept in memory (response_buffer,
+// response_buffer_total).
+const (
+	defaultResponseBuffer      = 1 << 20
+	defaultResponseBufferTotal = 64 << 20
 )
+
+// What all responses hold now, whichever config they belong to (read by the metrics).
+var (
+	buffered   atomic.Int64 // body bytes in memory
+	spillFiles atomic.Int64 // spill files open
+	spills     atomic.Uint64
+)
+
+// bufferLimits bound a response's bodies in memory: limit for this response, total for
+// all of them together (many slow clients make responses spill earlier instead of
+// exhausting RAM).
+type bufferLimits struct{ limit, total int64 }
 
 // partKind says what a queued response part is.
 type partKind uint8
@@ -59,6 +67,7 @@ type responsePart struct {
 // responseQueue is a request's response on its way from the PHP thread to the client.
 // Its fields are guarded by the phpRequest's mutex.
 type responseQueue struct {
+	bufferLimits
 	parts  []responsePart
 	memory int64    // bytes of the queued bodies kept in memory
 	spill  *os.File // created (and unlinked) on first need; closed by the handler
@@ -66,10 +75,12 @@ type responseQueue struct {
 }
 
 // queueBody queues body bytes, copying them (the caller's bytes belong to the core).
-// Past the bounds they go to the spill file; false when that cannot be written.
+// Past the bounds they go to the spill file; an error when that cannot be written.
+// Parts keep their order wherever their bytes are, so bodies return to memory once the
+// client has taken enough.
 func (q *responseQueue) queueBody(body []byte) error {
 	n := int64(len(body))
-	if q.spill == nil && q.memory+n <= maxRequestBuffer && buffered.Load()+n <= maxBuffered {
+	if q.memory+n <= q.limit && buffered.Load()+n <= q.total {
 		q.memory += n
 		buffered.Add(n)
 		for len(body) > 0 {
@@ -94,6 +105,8 @@ func (q *responseQueue) queueBody(body []byte) error {
 		// Unlinked at once: the file goes away with its descriptor, whatever happens.
 		_ = os.Remove(f.Name())
 		q.spill = f
+		spillFiles.Add(1)
+		spills.Add(1)
 	}
 	if _, err := q.spill.WriteAt(body, q.end); err != nil {
 		return err
@@ -132,6 +145,7 @@ func (q *responseQueue) reset() {
 	if q.spill != nil {
 		q.spill.Close()
 		q.spill = nil
+		spillFiles.Add(-1)
 	}
 	q.end = 0
 }

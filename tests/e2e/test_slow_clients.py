@@ -1,10 +1,14 @@
 """Slow clients hold no PHP thread: a response leaves its PHP thread for a per-request
 buffer (memory, then a temporary file) that the handler goroutine drains to the client."""
 
+import os
 import socket
 import time
+from pathlib import Path
 
 import pytest
+
+from test_operations import metric, scrape
 
 SLOW_READER_RCVBUF = 4096
 
@@ -97,3 +101,44 @@ def test_a_client_that_stops_reading_is_ended_by_the_write_timeout(start_server)
     finally:
         for s in socks:
             s.close()
+
+
+def spill_files(srv):
+    """The spill files Caddy holds open: unlinked at creation, they show as deleted."""
+    fds = Path(f"/proc/{srv.proc.pid}/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if "php_worker-response-" in target:
+            found.append(target)
+    return found
+
+
+def test_response_buffer_bounds_memory_and_the_spill_file_goes_with_the_client(start_server):
+    srv = start_server("response-buffer", threads=2,
+                       global_extra="\t\tresponse_buffer 64KB\n\t\tresponse_buffer_total 1MB", site_extra="")
+    done = served(srv)
+    socks = slow_readers(srv, 3, "/big.php?mb=8")
+    try:
+        assert wait_served(srv, done + 3), "the scripts ended; their responses wait for the clients"
+        samples = scrape(srv)
+        assert metric(samples, "php_worker_response_spill_files") == 3
+        assert metric(samples, "php_worker_response_spills_total") >= 3
+        held = metric(samples, "php_worker_response_buffered_bytes")
+        assert held <= 3 * 64_000, f"{held} bytes in memory: each response keeps at most response_buffer"
+        files = spill_files(srv)
+        assert len(files) == 3 and all(f.endswith("(deleted)") for f in files), files
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.time() + 10
+    while (spill_files(srv) or metric(scrape(srv), "php_worker_response_buffered_bytes")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert spill_files(srv) == [], "a client that left takes its spill file with it"
+    samples = scrape(srv)
+    assert metric(samples, "php_worker_response_spill_files") == 0
+    assert metric(samples, "php_worker_response_buffered_bytes") == 0
+    assert srv.get("/hello.php").text == "Hello, world!"
