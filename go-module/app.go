@@ -62,6 +62,13 @@ type App struct {
 	// spill to their files sooner. Default: 64MiB.
 	ResponseBufferTotal int64 `json:"response_buffer_total,omitempty"`
 
+	// Turns response buffering off: PHP threads write responses to the client
+	// themselves, as FrankenPHP does. That saves copying each body once (large
+	// responses are faster), but a client slower than PHP then holds a PHP thread:
+	// only for a server behind a proxy that buffers responses itself, such as nginx
+	// with its defaults. Caddyfile: response_buffer off.
+	UnbufferedResponses bool `json:"unbuffered_responses,omitempty"`
+
 	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
 	// reload restarts PHP (requests wait meanwhile).
 	PHPIni map[string]string `json:"php_ini,omitempty"`
@@ -305,8 +312,8 @@ func (a *App) maxWaitTime() time.Duration {
 	return time.Duration(a.MaxWaitTime)
 }
 
-func (a *App) bufferLimits() bufferLimits {
-	return bufferLimits{limit: a.ResponseBuffer, total: a.ResponseBufferTotal}
+func (a *App) bufferPolicy() bufferPolicy {
+	return bufferPolicy{limit: a.ResponseBuffer, total: a.ResponseBufferTotal, off: a.UnbufferedResponses}
 }
 
 // Interface guards

@@ -26,7 +26,7 @@ import (
 //			shutdown_timeout <duration>
 //			shared_store_size <size>
 //			local_store_size <size>
-//			response_buffer <size>
+//			response_buffer <size>|off
 //			response_buffer_total <size>
 //			php_ini <key> <value>
 //			php_ini {
@@ -55,7 +55,8 @@ import (
 // shutdown_timeout bounds how long running scripts may take to finish on shutdown
 // (default 30s); response_buffer (default 1MiB) and response_buffer_total (default
 // 64MiB) bound the memory responses wait in while clients are slower than PHP, before
-// they wait in temporary files; php_ini overrides php.ini settings and may repeat;
+// they wait in temporary files, and response_buffer off makes PHP threads write to
+// clients themselves (see App.UnbufferedResponses); php_ini overrides php.ini settings and may repeat;
 // worker starts a worker script for every site (see WorkerConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.Next() {
@@ -87,7 +88,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				a.MaxIdleTime = dur
 			case "shared_store_size", "local_store_size", "response_buffer", "response_buffer_total":
-				n, err := sizeArg(d)
+				var v string
+				if !d.AllArgs(&v) {
+					return d.ArgErr()
+				}
+				if name == "response_buffer" && v == "off" {
+					a.UnbufferedResponses = true
+					continue
+				}
+				n, err := parseSize(d, name, v)
 				if err != nil {
 					return err
 				}
@@ -270,14 +279,9 @@ var (
 	_ caddyfile.Unmarshaler = (*Handler)(nil)
 )
 
-// sizeArg reads the only argument of the current option as a size in bytes, in Caddy's
-// syntax ("64MB", "512KiB", "1048576"), at least 1 KiB.
-func sizeArg(d *caddyfile.Dispenser) (int64, error) {
-	name := d.Val()
-	var v string
-	if !d.AllArgs(&v) {
-		return 0, d.ArgErr()
-	}
+// parseSize reads the value v of option name as a size in bytes, in Caddy's syntax
+// ("64MB", "512KiB", "1048576"), at least 1 KiB.
+func parseSize(d *caddyfile.Dispenser, name, v string) (int64, error) {
 	n, err := humanize.ParseBytes(v)
 	if err != nil || n < 1024 || n > 1<<50 {
 		return 0, d.Errf("%s must be a size of at least 1KiB, such as 64MB, got %q", name, v)

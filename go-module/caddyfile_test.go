@@ -55,21 +55,23 @@ func TestGlobalOption(t *testing.T) {
 
 func TestGlobalOptionErrors(t *testing.T) {
 	for input, message := range map[string]string{
-		"php_worker {\nnum_threads 0\n}":         "positive integer",
-		"php_worker {\nnum_threads x\n}":         "positive integer",
-		"php_worker {\nnum_threads\n}":           "argument",
-		"php_worker {\nmax_wait_time soon\n}":    "duration",
-		"php_worker {\nshutdown_timeout -1s\n}":  "shutdown_timeout must be a duration",
-		"php_worker {\nphp_ini a\n}":             "argument",
-		"php_worker {\nmax_threads 0\n}":         "max_threads must be a positive integer or auto",
-		"php_worker {\nmax_threads many\n}":      "max_threads must be a positive integer or auto",
-		"php_worker {\nmax_idle_time 0s\n}":      "max_idle_time must be a positive duration",
-		"php_worker {\nshared_store_size 1\n}":   "shared_store_size must be a size of at least 1KiB",
-		"php_worker {\nlocal_store_size lots\n}": "local_store_size must be a size",
-		"php_worker {\nresponse_buffer 10\n}":    "response_buffer must be a size of at least 1KiB",
-		"php_worker {\nresponse_buffer_total\n}": "argument",
-		"php_worker {\nnonsense 1\n}":            "unknown php_worker option",
-		"php_worker extra":                       "argument",
+		"php_worker {\nnum_threads 0\n}":             "positive integer",
+		"php_worker {\nnum_threads x\n}":             "positive integer",
+		"php_worker {\nnum_threads\n}":               "argument",
+		"php_worker {\nmax_wait_time soon\n}":        "duration",
+		"php_worker {\nshutdown_timeout -1s\n}":      "shutdown_timeout must be a duration",
+		"php_worker {\nphp_ini a\n}":                 "argument",
+		"php_worker {\nmax_threads 0\n}":             "max_threads must be a positive integer or auto",
+		"php_worker {\nmax_threads many\n}":          "max_threads must be a positive integer or auto",
+		"php_worker {\nmax_idle_time 0s\n}":          "max_idle_time must be a positive duration",
+		"php_worker {\nshared_store_size 1\n}":       "shared_store_size must be a size of at least 1KiB",
+		"php_worker {\nlocal_store_size lots\n}":     "local_store_size must be a size",
+		"php_worker {\nresponse_buffer 10\n}":        "response_buffer must be a size of at least 1KiB",
+		"php_worker {\nresponse_buffer_total\n}":     "argument",
+		"php_worker {\nresponse_buffer_total off\n}": "response_buffer_total must be a size",
+		"php_worker {\nresponse_buffer 1MB 2MB\n}":   "argument",
+		"php_worker {\nnonsense 1\n}":                "unknown php_worker option",
+		"php_worker extra":                           "argument",
 	} {
 		var app App
 		err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
@@ -342,6 +344,16 @@ func TestThreadLimitJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"max_threads":12}`), &app); err != nil || app.MaxThreads != 12 {
 		t.Errorf("12: %v %v", app.MaxThreads, err)
+	}
+}
+
+func TestResponseBufferOff(t *testing.T) {
+	var app App
+	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser("php_worker {\nresponse_buffer off\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if !app.UnbufferedResponses || app.ResponseBuffer != 0 {
+		t.Errorf("response_buffer off: got %+v", app)
 	}
 }
 

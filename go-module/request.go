@@ -39,7 +39,7 @@ type phpRequest struct {
 	finished  bool // the DONE callback came: the core forgot this request
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	core      *C.php_worker_request_t
-	sent      bool  // the headers left for the client (set by the handler goroutine)
+	sent      bool  // the headers left for the client
 	bodyErr   error // why the body could not be read; later reads fail at once
 	out       responseQueue
 }
@@ -79,7 +79,7 @@ func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequ
 	}
 	pr.refs.Store(2)
 	pr.w, pr.r, pr.uri, pr.handler = w, r, r.RequestURI, h
-	pr.out.bufferLimits = h.app.bufferLimits()
+	pr.out.bufferPolicy = h.app.bufferPolicy()
 	return pr
 }
 
@@ -113,7 +113,8 @@ func (pr *phpRequest) logger() *zap.Logger {
 }
 
 // respond queues response data for the handler goroutine (it never waits on the
-// client); false when the client is gone.
+// client), or with response buffering off writes it to the client at once; false when
+// the client is gone.
 func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -122,36 +123,54 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		h := make(http.Header, len(headers))
 		addHeaders(pr, h, headers)
 		pr.out.parts = append(pr.out.parts, responsePart{kind: partInformational, status: status, header: h})
-		pr.signal()
-		return true
-	}
-	if ok && status != 0 {
-		if status == http.StatusRequestTimeout && pr.bodyErr != nil {
-			// The core's answer to a body it could not read; say why.
-			status = bodyErrorStatus(pr.bodyErr)
+	} else {
+		if ok && status != 0 {
+			if status == http.StatusRequestTimeout && pr.bodyErr != nil {
+				// The core's answer to a body it could not read; say why.
+				status = bodyErrorStatus(pr.bodyErr)
+			}
+			if status < 100 || status > 999 {
+				pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
+				status = http.StatusInternalServerError
+			}
+			h := make(http.Header, len(headers))
+			addHeaders(pr, h, headers)
+			pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
 		}
-		if status < 100 || status > 999 {
-			pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
-			status = http.StatusInternalServerError
+		if ok && len(body) > 0 {
+			if pr.out.off {
+				// Written below, before the core reuses its bytes.
+				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: body})
+			} else if err := pr.out.queueBody(body); err != nil {
+				pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
+				ok = false
+			}
 		}
-		h := make(http.Header, len(headers))
-		addHeaders(pr, h, headers)
-		pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
+		if ok && flags&C.PHP_WORKER_RESPONSE_FLUSH != 0 {
+			pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
+		}
 	}
-	if ok && len(body) > 0 {
-		if err := pr.out.queueBody(body); err != nil {
-			pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
+	if ok && pr.out.off {
+		parts := pr.out.take()
+		err := writeParts(pr.w, nil, parts)
+		pr.markSent(parts)
+		if err != nil {
+			pr.logger().Debug("client went away while PHP was writing", zap.Error(err))
 			ok = false
 		}
-	}
-	if ok && flags&C.PHP_WORKER_RESPONSE_FLUSH != 0 {
-		pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
 	}
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
 		pr.finished = true
 	}
 	pr.signal()
 	return ok
+}
+
+// markSent notes whether parts that left carried the headers. The caller holds mu.
+func (pr *phpRequest) markSent(parts []responsePart) {
+	for _, p := range parts {
+		pr.sent = pr.sent || p.kind == partHeader
+	}
 }
 
 // signal wakes the handler goroutine; it takes everything queued when it wakes.
@@ -180,9 +199,7 @@ func (pr *phpRequest) send() (bool, error) {
 		}
 		pr.mu.Lock()
 		pr.out.released(parts)
-		for _, p := range parts {
-			pr.sent = pr.sent || p.kind == partHeader
-		}
+		pr.markSent(parts)
 		pr.mu.Unlock()
 		if err != nil {
 			return true, err

@@ -33,10 +33,14 @@ var (
 	spills     atomic.Uint64
 )
 
-// bufferLimits bound a response's bodies in memory: limit for this response, total for
-// all of them together (many slow clients make responses spill earlier instead of
-// exhausting RAM).
-type bufferLimits struct{ limit, total int64 }
+// bufferPolicy says how a response's bodies wait for the client: in memory up to limit
+// for this response and total for all of them together (many slow clients make
+// responses spill earlier instead of exhausting RAM), or, when off, not at all: the
+// PHP thread writes them to the client itself.
+type bufferPolicy struct {
+	limit, total int64
+	off          bool
+}
 
 // partKind says what a queued response part is.
 type partKind uint8
@@ -67,7 +71,7 @@ type responsePart struct {
 // responseQueue is a request's response on its way from the PHP thread to the client.
 // Its fields are guarded by the phpRequest's mutex.
 type responseQueue struct {
-	bufferLimits
+	bufferPolicy
 	parts  []responsePart
 	memory int64    // bytes of the queued bodies kept in memory
 	spill  *os.File // created (and unlinked) on first need; closed by the handler
@@ -127,8 +131,8 @@ func (q *responseQueue) take() []responsePart {
 func (q *responseQueue) released(parts []responsePart) {
 	var n int64
 	for i := range parts {
-		n += int64(len(parts[i].data))
 		if parts[i].chunk != nil {
+			n += int64(len(parts[i].data))
 			chunks.Put(parts[i].chunk)
 			parts[i].chunk, parts[i].data = nil, nil
 		}

@@ -159,9 +159,10 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0):
+                 max_threads=0, unbuffered=False):
         super().__init__()
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
+        self.unbuffered = unbuffered  # response_buffer off
         self.env = env or {}
         self.binary = binary
         self.max_threads = max_threads  # autoscaling up to this many threads for the worker (or classic)
@@ -202,6 +203,7 @@ class PhpWorker(Server):
             self.admin_port = free_port()
             scaling = f"\t\tmax_threads {total - self.threads + self.max_threads}\n"
         admin = f"admin 127.0.0.1:{self.admin_port}" if self.admin_port else "admin off"
+        buffering = "\t\tresponse_buffer off\n" if self.unbuffered else ""
         (d / "Caddyfile").write_text(f"""{{
 	{admin}
 	persist_config off
@@ -211,7 +213,7 @@ class PhpWorker(Server):
 	}}
 	php_worker {{
 		num_threads {total}
-{scaling}		php_ini memory_limit 128M
+{scaling}{buffering}		php_ini memory_limit 128M
 	}}
 }}
 
@@ -520,7 +522,41 @@ def workload_hello(q, baseline=None):
         if isinstance(server, PhpWorker):
             c["crossings"] = server.crossings()
             c["requests_seen"] = seen[server.name]
-    return {"rows": rows, "cost": cost}
+    # On servers of their own, so the crossings counted above stay hello world's.
+    large = hello_servers(baseline)
+    large.insert(1, PhpWorker("hello", threads=4, worker="worker.php", unbuffered=True,
+                              label="php_worker worker, 4 threads, response_buffer off"))
+    return {"rows": rows, "cost": cost, "large": large_responses(large, q)}
+
+
+LARGE_PATH = "/?large=1"
+
+
+def is_large(body):
+    return len(body) == 1 << 20 and body.count(b"x") == 1 << 20
+
+
+def large_responses(servers, q):
+    """1 MB responses, each in one echo: closed loop, 8 connections, the median of rounds
+    that visit the PHP servers in turn. What a response costs on its way from PHP to the
+    client (buffering, copies, writes) shows here, where hello world hides it."""
+    php = [s for s in servers if not isinstance(s, CaddyRespond)]
+    runs = [Run(server, LARGE_PATH, is_large) for server in php]
+    for run in runs:
+        run.__enter__()
+    try:
+        for server in php:
+            oha(server, LARGE_PATH, conns=8, duration=1)  # warm-up
+        rounds = {s.name: [] for s in php}
+        for _ in range(1 if q else 5):
+            for server in php:
+                r = oha(server, LARGE_PATH, conns=8, duration=q.short if q else 5)
+                check_answered(r, f"{server.name} (1 MB responses)")
+                rounds[server.name].append(r["ok_rps"])
+    finally:
+        for run in runs:
+            run.__exit__(None, None, None)
+    return [{"server": name, "rps": sorted(v)[len(v) // 2], "rounds": v} for name, v in rounds.items()]
 
 
 def profile(server, seconds=6):
@@ -861,6 +897,18 @@ def write_results(results, elapsed):
         w(f"| {r['server']} | {fmt(r['peak']['ok_rps'])} | {rounds} | {fmt(r['rate'])} | {s['p50_ms']:.2f} | "
           f"{s['p90_ms']:.2f} | {s['p99_ms']:.2f} | {s['p999_ms']:.2f} | {r['peak']['bad'] + s['bad']} |")
     w("")
+    if hello.get("large"):
+        w("Large responses: 1 MB, sent by PHP in one echo; closed loop, 8 connections, 5 s, the median of five "
+          "rounds that visit the PHP servers in turn. By default php_worker copies the body out of the PHP "
+          "thread into its response buffer, so the thread never waits on the client; with `response_buffer "
+          "off` the PHP thread writes to the client itself (no copy, but a slow client holds the thread: for "
+          "servers behind a buffering proxy). php-fpm's response goes through a socket to nginx, which "
+          "buffers it too.\n")
+        w("| server | 1 MB responses per second (median) | rounds |")
+        w("|---|---:|---|")
+        for r in hello["large"]:
+            w(f"| {r['server']} | {fmt(r['rps'])} | {' / '.join(fmt(x) for x in r['rounds'])} |")
+        w("")
 
     w("## 2. Framework boot cost (200 ms bootstrap)\n")
     w("Cold: 20 requests at concurrency 1 right after start. Warm: requests at concurrency 20 (1,000 for worker "
@@ -1096,17 +1144,17 @@ def analysis(results):
             "mostly net/http and Caddy's handler chain. nginx + php-fpm is fast on this machine "
             f"({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where published figures give 2,500–4,200 per "
             "core). Tried and dropped: letting a PHP thread poll its queue (yielding) before it sleeps made no "
-            "measurable difference. A profile of the PHP threads alone puts about 30% of their time in the "
+            "measurable difference. A profile of the PHP threads alone put about 30% of their time in the "
             "Go callback (the response header map, allocation with GC assists, Caddy's write-deadline "
             "wrapper). And Go's runtime (cgocallbackg, reentersyscall) leaves a callback's P attached to the "
             "PHP thread, in syscall state, after the callback returns, until the thread calls back again or "
             "sysmon takes the P back. Giving Go one extra P per PHP thread (GOMAXPROCS 6 for 4 threads) "
             "measured 5–9% more requests per second over interleaved rounds, within this machine's noise, "
             "and would multiply Ps on servers with many threads, so it was not adopted. "
-            "Proposed next steps: write small responses from the handler goroutine "
-            "instead of inside the PHP thread's callback, so a callback holds one of Go's Ps only long enough "
-            "to signal; and register the CGI variables under keys interned once at startup instead of hashing "
-            "each name per request.")
+            "Responses now leave the PHP thread's callback for the handler goroutine (a callback copies the "
+            "body and signals), which also keeps a slow client from holding a PHP thread. Next to try: "
+            "register the CGI variables under keys interned once at startup instead of hashing each name "
+            "per request.")
     for variant in results["io"]:
         verdict = io_target(variant)
         if "Target met" in verdict:
@@ -1191,6 +1239,9 @@ def main():
                 if row["server"].startswith("php_worker worker"):
                     log(f"  {row['server']}: median {row['peak']['ok_rps']:,.0f} req/s, rounds {row['peaks']}, "
                         f"p50 {row['steady']['p50_ms']:.2f} ms / p99 {row['steady']['p99_ms']:.2f} ms at {row['rate']} req/s")
+            for row in results["hello"]["large"]:
+                log(f"  1 MB responses, {row['server']}: median {row['rps']:,.0f} req/s, rounds "
+                    f"{[round(x) for x in row['rounds']]}")
     if "boot" in selected:
         log("== framework boot cost")
         results["boot"] = workload_boot(q)

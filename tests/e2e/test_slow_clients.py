@@ -191,3 +191,41 @@ def test_many_stalled_request_bodies_at_once_free_every_thread(start_server):
     assert wait_served(srv, 0), "no PHP thread is left waiting on a body"
     r = srv.get("/hello.php", timeout=5)
     assert (r.status, r.text) == (200, "Hello, world!")
+
+
+def test_response_buffer_off_writes_from_the_php_thread(start_server):
+    """response_buffer off, for a server behind a buffering proxy: PHP threads write to
+    clients themselves. Responses, large ones and streamed ones, arrive as before, nothing
+    waits in a buffer, and a client that does not read holds its PHP thread (the reason
+    buffering is on by default)."""
+    srv = start_server("response-buffer-off", threads=2, global_extra="\t\tresponse_buffer off", site_extra="")
+    r = srv.get("/big.php?mb=4", timeout=20)
+    assert r.status == 200 and r.body == b"x" * (4 << 20)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        start = time.monotonic()
+        s.sendall(b"GET /flush.php?ms=1000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        received = b""
+        while b"first" not in received:
+            chunk = s.recv(4096)
+            assert chunk, "connection closed before the first chunk"
+            received += chunk
+        first_at = time.monotonic() - start
+        while chunk := s.recv(4096):
+            received += chunk
+    assert first_at < 0.8 and b"second" in received, f"flush() streamed: first part after {first_at:.2f} s"
+
+    done = served(srv)
+    socks = slow_readers(srv, 1, "/big.php?mb=30")
+    try:
+        deadline = time.time() + 10
+        while not busy_threads(srv) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
+        assert len(busy_threads(srv)) == 1 and served(srv) == done, "the PHP thread waits on the client"
+        samples = scrape(srv)
+        assert metric(samples, "php_worker_response_spills_total") == 0
+        assert metric(samples, "php_worker_response_buffered_bytes") == 0
+    finally:
+        for s in socks:
+            s.close()
+    assert wait_served(srv, done + 1), "the client left: its script ends and the thread is free"
