@@ -98,12 +98,13 @@ func (rs resolver) resolve(root, reqPath string) (target, script) {
 		if kind := rs.stat(filename); kind != missing {
 			if kind == directory {
 				if rs.index != "" {
-					index := filename + "/" + rs.index
+					name := path.Join(p, rs.index)
+					index := joinRoot(root, name)
 					if rs.isFile(index) {
 						if !strings.HasSuffix(p, "/") {
 							return targetRedirect, script{}
 						}
-						return targetPHP, script{root: root, name: path.Join(p, rs.index), filename: index}
+						return targetPHP, script{root: root, name: name, filename: index}
 					}
 				}
 				if rs.fileServer && strings.HasSuffix(p, "/") {

@@ -156,3 +156,18 @@ func TestResolveWithoutFileServerOrIndex(t *testing.T) {
 		t.Errorf("index off: got %v", kind)
 	}
 }
+
+// A root of "/" (or one ending in "/") must not double the slash before the index.
+func TestResolveIndexUnderASlashRoot(t *testing.T) {
+	rs := resolver{index: "index.php", split: []string{".php"}, fileServer: true}
+	for _, root := range []string{"/", "/srv/"} {
+		prefix := strings.TrimSuffix(root, "/")
+		rs.stat = fakeFS(root, prefix+"/index.php", prefix+"/sub/", prefix+"/sub/index.php")
+		for path, want := range map[string]string{"/": prefix + "/index.php", "/sub/": prefix + "/sub/index.php"} {
+			kind, s := rs.resolve(root, path)
+			if kind != targetPHP || s.filename != want {
+				t.Errorf("root %q, resolve(%q) = %v %q, want %q", root, path, kind, s.filename, want)
+			}
+		}
+	}
+}
