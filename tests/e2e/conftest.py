@@ -238,6 +238,23 @@ def assert_disconnect_frees_the_thread(srv):
     assert srv.stop() == 0
 
 
+def read_streamed(port, path, first=b"first"):
+    """GETs path on a new connection and reads the response to its end: returns the
+    seconds until `first` arrived, the seconds until the end, and the raw response."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        start = time.monotonic()
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+        received = b""
+        while first not in received:
+            chunk = s.recv(4096)
+            assert chunk, f"connection closed before {first!r} arrived"
+            received += chunk
+        first_at = time.monotonic() - start
+        while chunk := s.recv(4096):
+            received += chunk
+        return first_at, time.monotonic() - start, received
+
+
 def send_stalled_body(srv, method, path, content_type):
     """Sends a request announcing a 1 MB body, stops after 200 KB, and returns the whole
     answer."""

@@ -8,13 +8,12 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import time
 import uuid
 
 from conftest import (APP, CADDY, REPO, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread,
-                      free_port, make_caddyfile, with_read_body_timeout)
+                      free_port, make_caddyfile, read_streamed, with_read_body_timeout)
 
 
 def test_hello(php):
@@ -143,21 +142,7 @@ def test_chunked_request_body(php):
 
 
 def test_flush_streams_the_first_chunk_before_the_script_ends(php):
-    with socket.create_connection(("127.0.0.1", php.port), timeout=10) as s:
-        start = time.time()
-        s.sendall(b"GET /flush.php?ms=1500 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        received = b""
-        while b"first" not in received:
-            chunk = s.recv(4096)
-            assert chunk, "connection closed before the first chunk"
-            received += chunk
-        first_at = time.time() - start
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            received += chunk
-        total = time.time() - start
+    first_at, total, received = read_streamed(php.port, "/flush.php?ms=1500")
     assert first_at < 1.0, f"first chunk came after {first_at:.2f}s: output was not streamed"
     assert total >= 1.4
     assert b"second" in received

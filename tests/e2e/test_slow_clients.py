@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_caddyfile, send_stalled_body, with_read_body_timeout
+from conftest import make_caddyfile, read_streamed, send_stalled_body, with_read_body_timeout
 from test_operations import metric, scrape
 
 SLOW_READER_RCVBUF = 4096
@@ -201,17 +201,7 @@ def test_response_buffer_off_writes_from_the_php_thread(start_server):
     srv = start_server("response-buffer-off", threads=2, global_extra="\t\tresponse_buffer off", site_extra="")
     r = srv.get("/big.php?mb=4", timeout=20)
     assert r.status == 200 and r.body == b"x" * (4 << 20)
-    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-        start = time.monotonic()
-        s.sendall(b"GET /flush.php?ms=1000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        received = b""
-        while b"first" not in received:
-            chunk = s.recv(4096)
-            assert chunk, "connection closed before the first chunk"
-            received += chunk
-        first_at = time.monotonic() - start
-        while chunk := s.recv(4096):
-            received += chunk
+    first_at, _, received = read_streamed(srv.port, "/flush.php?ms=1000")
     assert first_at < 0.8 and b"second" in received, f"flush() streamed: first part after {first_at:.2f} s"
 
     done = served(srv)
