@@ -6,6 +6,7 @@ must restart, and leaves the server serving, with the next request on that threa
 The table below is the contract: one row per (mode, phase, fault)."""
 
 import re
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -127,6 +128,45 @@ def test_classic(faults, phase, kind, status):
         assert SHOWN[kind] in r.text
     for _ in range(3):
         assert faults.get("/classic.php").text == "classic ok", "the thread serves clean requests"
+    assert faults.get("/worker").status == 200
+
+
+@pytest.mark.parametrize("mode", ["classic", "worker"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_fault_after_output_that_waits_for_a_slow_client(faults, mode, kind):
+    """The script sends 3 MB to a client that is not reading yet, then fails: its
+    output waits in the response buffer and spill file while the thread moves on. The
+    client still gets all of it, then what PHP showed of the fault, and the response
+    ends; the server serves on."""
+    path = "/classic.php?phase=script" if mode == "classic" else "/worker?phase=handler"
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", faults.port))
+    s.sendall(f"GET {path}&kind={kind}&big=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+    deadline = time.time() + 20
+    time.sleep(0.3)
+    while any(t["state"] == "busy" for t in faults.threads()["threads"]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert time.time() < deadline, "the failing script ended without waiting on the client"
+    s.settimeout(20)
+    received = b""
+    while chunk := s.recv(1 << 20):
+        received += chunk
+    s.close()
+    head, _, chunked = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), "the headers had left before the fault"
+    body = b""
+    while True:  # the chunked encoding, to its last chunk
+        size, _, rest = chunked.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            assert rest == b"\r\n", "the response ended properly"
+            break
+        body, chunked = body + rest[:n], rest[n + 2:]
+    assert body.startswith(b"x" * (3 << 20)), "all 3 MB arrived, in order"
+    if SHOWN[kind]:
+        assert SHOWN[kind].encode() in body
+    assert faults.get("/classic.php").text == "classic ok"
     assert faults.get("/worker").status == 200
 
 

@@ -219,3 +219,63 @@ def test_response_buffer_off_writes_from_the_php_thread(start_server):
         for s in socks:
             s.close()
     assert wait_served(srv, done + 1), "the client left: its script ends and the thread is free"
+
+
+def read_whole(sock):
+    """Reads a Connection: close HTTP/1.1 response to its end: (head, decoded body)."""
+    sock.settimeout(30)
+    received = b""
+    while chunk := sock.recv(1 << 20):
+        received += chunk
+    sock.close()
+    head, _, chunked = received.partition(b"\r\n\r\n")
+    body = b""
+    while True:
+        size, _, rest = chunked.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            return head, body
+        body, chunked = body + rest[:n], rest[n + 2:]
+
+
+def test_responses_waiting_for_clients_survive_reloads(start_server):
+    """Responses that left their PHP threads for buffers and spill files while clients
+    did not read reach those clients whole across a forced reload of the same config, a
+    reload that changes it (a php_ini change, which restarts PHP, and new buffer bounds)
+    and a config that fails to load; the server serves throughout."""
+    def caddyfile(port, admin, memory_limit="128M", extra_site=""):
+        return make_caddyfile(port, admin, threads=2, global_extra=f"\t\tphp_ini memory_limit {memory_limit}",
+                              site_extra="") + extra_site
+
+    srv = start_server("buffers-reload", caddyfile)
+    done = served(srv)
+    socks = slow_readers(srv, 4, "/big.php?mb=6", close=True)
+    assert wait_served(srv, done + 4), "the scripts ended; their responses wait for the clients"
+
+    status, body = srv.load((srv.workdir / "Caddyfile").read_text(), force=True)
+    assert status == 200, body
+    changed = caddyfile(srv.port, srv.admin_port, memory_limit="256M").replace(
+        "\t\tphp_ini display_errors 1", "\t\tresponse_buffer 256KB\n\t\tphp_ini display_errors 1")
+    assert "response_buffer 256KB" in changed
+    status, body = srv.load(changed)
+    assert status == 200, body
+    assert srv.wait_log(lambda e: "php_ini changed" in e.get("msg", ""))
+    assert srv.get("/hello.php", timeout=10).text == "Hello, world!"
+
+    blocker = socket.socket()  # a site on a port in use: this config cannot load
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    busy = f"\n:{blocker.getsockname()[1]} {{\n\tbind 127.0.0.1\n\trespond busy\n}}\n"
+    status, body = srv.load(caddyfile(srv.port, srv.admin_port, memory_limit="64M", extra_site=busy))
+    blocker.close()
+    assert status != 200, "the load must fail"
+    assert srv.get("/hello.php", timeout=10).text == "Hello, world!"
+
+    for s in socks:
+        head, body = read_whole(s)
+        assert head.startswith(b"HTTP/1.1 200 ") and body == b"x" * (6 << 20), (head[:100], len(body))
+    deadline = time.time() + 10
+    while spill_files(srv) and time.time() < deadline:
+        time.sleep(0.1)
+    assert spill_files(srv) == []
+    assert srv.get("/hello.php").text == "Hello, world!"

@@ -29,6 +29,11 @@ function fault(string $kind): void
 // in a shutdown function ("shutdown-function", classic mode).
 function fault_in(string $phase, string $kind): void
 {
+    // ?big=<MB> first sends that much output, in 64 KB writes: a response that has left
+    // the PHP thread for its buffer and spill file when the fault comes.
+    for ($i = 0, $n = (int) ($_GET['big'] ?? 0) * 16; $i < $n; $i++) {
+        echo str_repeat('x', 65536);
+    }
     switch ($phase) {
         case 'now':
             echo "before the fault\n";
