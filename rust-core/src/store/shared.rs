@@ -6,6 +6,7 @@
 //! copy: the caller builds PHP values after releasing it (design.md §8, the store rule).
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use super::table::{Budget, NotIncremented, Stored, Table, Value};
@@ -16,10 +17,16 @@ pub const SHARDS: usize = 64;
 /// The default capacity of the shared table (shared_store_size).
 pub const DEFAULT_CAPACITY: usize = 64 << 20;
 
+/// Milliseconds between two sweeps of every shard by a write that found the table full:
+/// a table full of live entries would otherwise scan all of them on every write.
+const FULL_SWEEP_INTERVAL_MS: u64 = 100;
+
 pub struct SharedTable {
     shards: Box<[Mutex<Table>]>,
     hasher: std::hash::RandomState,
     budget: Budget,
+    /// When a full table was last swept (ms since the epoch; 0: never).
+    last_full_sweep: AtomicU64,
 }
 
 /// The process's shared table.
@@ -31,6 +38,7 @@ impl SharedTable {
             shards: (0..SHARDS).map(|_| Mutex::new(Table::default())).collect(),
             hasher: std::hash::RandomState::new(),
             budget: Budget::new(capacity),
+            last_full_sweep: AtomicU64::new(0),
         }
     }
 
@@ -56,13 +64,13 @@ impl SharedTable {
     }
 
     /// put (or, with `add`, add). When the table is full, expired entries of every
-    /// shard are swept and the put is tried once more.
+    /// shard are swept (at most every 100 ms) and the put is tried once more.
     pub fn insert(&self, key: &[u8], value: Value, expires: u64, add: bool, now: u64) -> Stored {
         let value = match self.shard(key).try_insert(key, value, expires, add, now, &self.budget) {
             Ok(done) => return done,
             Err(value) => value,
         };
-        if self.sweep(now) == 0 {
+        if self.sweep_full(now) == 0 {
             return Stored::Full;
         }
         self.shard(key).insert(key, value, expires, add, now, &self.budget)
@@ -70,7 +78,7 @@ impl SharedTable {
 
     pub fn increment(&self, key: &[u8], by: i64, now: u64) -> Result<i64, NotIncremented> {
         match self.shard(key).increment(key, by, now, &self.budget) {
-            Err(NotIncremented::Full) if self.sweep(now) > 0 => self.shard(key).increment(key, by, now, &self.budget),
+            Err(NotIncremented::Full) if self.sweep_full(now) > 0 => self.shard(key).increment(key, by, now, &self.budget),
             done => done,
         }
     }
@@ -89,8 +97,15 @@ impl SharedTable {
         self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).count(now)).sum()
     }
 
-    /// Removes the expired entries of every shard; returns the bytes freed.
-    fn sweep(&self, now: u64) -> usize {
+    /// Removes the expired entries of every shard for a write that found the table
+    /// full, unless that was done less than FULL_SWEEP_INTERVAL_MS ago; returns the
+    /// bytes freed.
+    fn sweep_full(&self, now: u64) -> usize {
+        let last = self.last_full_sweep.load(Ordering::Relaxed);
+        if last != 0 && now < last.saturating_add(FULL_SWEEP_INTERVAL_MS) {
+            return 0;
+        }
+        self.last_full_sweep.store(now.max(1), Ordering::Relaxed);
         self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).sweep(now, &self.budget)).sum()
     }
 }
@@ -123,13 +138,18 @@ mod tests {
     fn a_full_table_refuses_and_sweeps_expired_entries_first() {
         let entry = ENTRY_OVERHEAD + 2 + 8;
         let table = SharedTable::new(3 * entry);
-        for (i, expires) in [(0, 10), (1, 0), (2, 0)] {
-            assert_eq!(table.insert(format!("k{i}").as_bytes(), Value::Int(i), expires, false, 0), Stored::Yes);
+        for (i, expires) in [(0, 1000), (1, 0), (2, 0)] {
+            assert_eq!(table.insert(format!("k{i}").as_bytes(), Value::Int(i), expires, false, 500), Stored::Yes);
         }
-        assert_eq!(table.insert(b"k3", Value::Int(3), 0, false, 5), Stored::Full, "no live entry is evicted");
-        assert_eq!(table.insert(b"k3", Value::Int(3), 0, false, 10), Stored::Yes, "the expired one made room");
-        assert_eq!(table.get(b"k1", 10, |v| v.clone()), Some(Value::Int(1)));
+        assert_eq!(table.insert(b"k3", Value::Int(3), 0, false, 950), Stored::Full, "no live entry is evicted");
+        assert_eq!(
+            table.insert(b"k3", Value::Int(3), 0, false, 1010),
+            Stored::Full,
+            "a full table is swept at most every 100 ms"
+        );
+        assert_eq!(table.insert(b"k3", Value::Int(3), 0, false, 1050), Stored::Yes, "the expired one made room");
+        assert_eq!(table.get(b"k1", 1050, |v| v.clone()), Some(Value::Int(1)));
         table.flush();
-        assert_eq!((table.count(10), table.used()), (0, 0));
+        assert_eq!((table.count(1050), table.used()), (0, 0));
     }
 }
