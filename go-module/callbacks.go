@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -52,25 +53,27 @@ func goPhpWorkerReadBody(handle C.size_t, buf *C.uint8_t, n C.size_t) C.int64_t 
 //export goPhpWorkerLog
 func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t, fields *C.uint8_t, fieldsLen C.size_t) {
 	countOut()
+	lvl := zapcore.DebugLevel
+	switch level {
+	case C.PHP_WORKER_LOG_ERROR:
+		lvl = zapcore.ErrorLevel
+	case C.PHP_WORKER_LOG_WARN:
+		lvl = zapcore.WarnLevel
+	case C.PHP_WORKER_LOG_INFO:
+		lvl = zapcore.InfoLevel
+	}
 	log := appLogger()
+	if !log.Core().Enabled(lvl) {
+		return // decode nothing for a line nobody logs (debug lines, mostly)
+	}
 	if handle != 0 {
 		log = lookupRequest(uintptr(handle)).logger()
 	}
-	text := C.GoStringN((*C.char)(unsafe.Pointer(msg)), C.int(n))
 	var zf []zap.Field
 	if fieldsLen > 0 {
 		zf = logFields(unsafe.Slice((*byte)(unsafe.Pointer(fields)), int(fieldsLen)))
 	}
-	switch level {
-	case C.PHP_WORKER_LOG_ERROR:
-		log.Error(text, zf...)
-	case C.PHP_WORKER_LOG_WARN:
-		log.Warn(text, zf...)
-	case C.PHP_WORKER_LOG_INFO:
-		log.Info(text, zf...)
-	default:
-		log.Debug(text, zf...)
-	}
+	log.Log(lvl, C.GoStringN((*C.char)(unsafe.Pointer(msg)), C.int(n)), zf...)
 }
 
 // logFields turns the core's JSON object of log fields into zap fields, in order:
