@@ -4,7 +4,6 @@
 package phpworker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -120,19 +119,12 @@ func (rt *phpRuntime) restartWorkers() (map[uint32]uint32, error) {
 // the names of those.
 func (rt *phpRuntime) waitForGenerations(generations map[uint32]uint32, deadline time.Time) ([]string, error) {
 	for {
-		e := rt.engine.Load()
-		if e == nil {
-			return nil, errors.New("PHP stopped")
-		}
-		raw, err := e.stats()
+		stats, err := rt.readStats()
 		if err != nil {
 			return nil, err
 		}
-		var stats struct {
-			Pools []poolStats `json:"pools"`
-		}
-		if err := json.Unmarshal(raw, &stats); err != nil {
-			return nil, err
+		if stats == nil {
+			return nil, errors.New("PHP stopped")
 		}
 		var waiting, failed []string
 		for _, p := range stats.Pools {

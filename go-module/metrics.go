@@ -57,8 +57,8 @@ func (h *histogram) add(o histogram) {
 }
 
 // readStats is the running engine's snapshot, or nil when PHP is not running.
-func readStats() (*engineStats, error) {
-	e := php.engine.Load()
+func (rt *phpRuntime) readStats() (*engineStats, error) {
+	e := rt.engine.Load()
 	if e == nil {
 		return nil, nil
 	}
@@ -123,7 +123,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads one snapshot and sends the metrics. Without a running engine it sends
 // only the gauges, at zero.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s, err := readStats()
+	s, err := php.readStats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.threads, err)
 		return
