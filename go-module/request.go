@@ -191,12 +191,8 @@ func (pr *phpRequest) send() (bool, error) {
 		if len(parts) == 0 {
 			return finished, nil
 		}
-		var err error
-		if spill != nil {
-			err = writeParts(pr.w, spill, parts)
-		} else {
-			err = writeParts(pr.w, nil, parts)
-		}
+		// spill may be nil: then no part is in it.
+		err := writeParts(pr.w, spill, parts)
 		pr.mu.Lock()
 		pr.out.released(parts)
 		pr.markSent(parts)
