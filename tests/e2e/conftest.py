@@ -176,14 +176,22 @@ class Server:
             return b"".join(chunks)
 
     def admin(self, method, path, body=None, headers=None, timeout=120):
-        """A request to Caddy's admin API: (status, body text)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.read().decode("utf-8", "replace")
-        finally:
-            conn.close()
+        """A request to Caddy's admin API: (status, body text). Caddy restarts its admin
+        server after every config load, and a connection that reached the old one can
+        close unanswered (see the README's reload section): a GET is sent again then, up
+        to 3 tries, as HTTP clients do; other methods are sent once."""
+        for attempt in range(3 if method == "GET" else 1):
+            conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
+            try:
+                conn.request(method, path, body=body, headers=headers or {})
+                r = conn.getresponse()
+                return r.status, r.read().decode("utf-8", "replace")
+            except (http.client.RemoteDisconnected, ConnectionResetError):
+                if method != "GET" or attempt == 2:
+                    raise
+                time.sleep(0.05)
+            finally:
+                conn.close()
 
     def load(self, caddyfile, force=False):
         """POST /load of a Caddyfile: (status, body). force asks Caddy to reload an

@@ -207,7 +207,8 @@ def test_a_config_that_fails_to_load_leaves_php_as_it_was(start_server):
     assert undone >= 2, "the php_worker app started in some of the failing loads"
     pools = {p["worker"] or "classic": p["threads"] for p in srv.threads()["pools"]}
     assert pools == {"classic": 2, "counter": 1}
-    assert len(srv.threads()["threads"]) == 3
+    # Threads a failed load had started finish booting PHP before they can stop.
+    settle(srv, 3)
     assert srv.log_text().count("PHP engine started") == 1
     assert srv.stop() == 0
 
