@@ -12,6 +12,8 @@
 # Progress goes to stderr; stdout carries only the php-config path.
 set -euo pipefail
 
+patch_dir=$(cd "$(dirname "$0")" && pwd)/php-patches
+
 log() { echo "build-php: $*" >&2; }
 
 # The directory holding libphp.so (the embed SAPI), or nothing.
@@ -80,7 +82,7 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 fi
 
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
-recipe_version=3
+recipe_version=4
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
 
 # One build at a time: a second run (another shell sourcing scripts/env.sh) waits for
@@ -137,6 +139,10 @@ cd "$build"
 # OPcache only runs under SAPIs it knows by name; add ours next to FrankenPHP's.
 sed -i 's/^\(\t*\)"frankenphp",$/&\n\1"php_worker",/' ext/opcache/ZendAccelerator.c
 grep -q '"php_worker",' ext/opcache/ZendAccelerator.c || { log "could not teach OPcache the php_worker SAPI name"; exit 1; }
+# php_worker's patches (scripts/php-patches/, each says why at its top).
+for patch in "$patch_dir"/*.patch; do
+	patch -p1 --quiet <"$patch" || { log "could not apply $(basename "$patch")"; exit 1; }
+done
 # Debian's packaging moves the default session.save_path to /var/lib/php/sessions, a
 # directory only its php-common package creates; keep upstream's default (the temp dir).
 sed -i 's|"session.save_path",\( *\)"/var/lib/php/sessions"|"session.save_path",\1""|' ext/session/session.c

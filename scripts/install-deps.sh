@@ -9,7 +9,7 @@
 set -euo pipefail
 
 build_pkgs=(
-	build-essential autoconf bison re2c pkg-config dpkg-dev file
+	build-essential autoconf bison re2c pkg-config dpkg-dev file patch
 	libclang-dev clang
 	libxml2-dev libsqlite3-dev libonig-dev libssl-dev libcurl4-openssl-dev zlib1g-dev
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
