@@ -18,7 +18,18 @@ type engineStats struct {
 	Threads         []struct {
 		State string `json:"state"`
 	} `json:"threads"`
-	Pools []poolStats `json:"pools"`
+	Pools   []poolStats  `json:"pools"`
+	Opcache opcacheStats `json:"opcache"`
+}
+
+// opcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).
+type opcacheStats struct {
+	Guarded              bool   `json:"guarded"`
+	RestartPending       bool   `json:"restart_pending"`
+	RestartsOutOfMemory  uint64 `json:"restarts_out_of_memory"`
+	RestartsKeyTableFull uint64 `json:"restarts_key_table_full"`
+	RestartsReset        uint64 `json:"restarts_opcache_reset"`
+	HoldsTimedOut        uint64 `json:"holds_timed_out"`
 }
 
 // poolStats is a pool in the engine's snapshot.
@@ -81,6 +92,7 @@ type collector struct {
 	workerThreads, workerReady, workerBusy, workerQueue           *prometheus.Desc
 	workerRequests, workerDuration, workerCrashes, workerRestarts *prometheus.Desc
 	responseBuffered, responseSpillFiles, responseSpills          *prometheus.Desc
+	opcacheRestarts, opcachePending, opcacheHoldsTimedOut         *prometheus.Desc
 }
 
 func newCollector() *collector {
@@ -107,6 +119,10 @@ func newCollector() *collector {
 		responseBuffered:   d("response_buffered_bytes", "Response bytes in memory waiting for clients slower than PHP."),
 		responseSpillFiles: d("response_spill_files", "Responses whose rest waits in a temporary file now."),
 		responseSpills:     d("response_spills_total", "Responses that went past the memory bounds into a temporary file."),
+		opcacheRestarts:    d("opcache_restarts_total", "OPcache restarts, by reason: opcache_reset, out_of_memory, key_table_full.", "reason"),
+		opcachePending:     d("opcache_restart_pending", "1 while an OPcache restart waits for PHP threads to finish their requests."),
+		opcacheHoldsTimedOut: d("opcache_holds_timed_out_total",
+			"Times requests stopped waiting for an OPcache restart because a PHP thread stayed in a request; they ran uncached until it restarted."),
 	}
 }
 
@@ -115,7 +131,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
-		c.responseBuffered, c.responseSpillFiles, c.responseSpills} {
+		c.responseBuffered, c.responseSpillFiles, c.responseSpills,
+		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut} {
 		ch <- d
 	}
 }
@@ -163,6 +180,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.responseBuffered, float64(buffered.Load()))
 	gauge(c.responseSpillFiles, float64(spillFiles.Load()))
 	counter(c.responseSpills, spills.Load())
+	counter(c.opcacheRestarts, s.Opcache.RestartsReset, "opcache_reset")
+	counter(c.opcacheRestarts, s.Opcache.RestartsOutOfMemory, "out_of_memory")
+	counter(c.opcacheRestarts, s.Opcache.RestartsKeyTableFull, "key_table_full")
+	pending := 0.0
+	if s.Opcache.RestartPending {
+		pending = 1
+	}
+	gauge(c.opcachePending, pending)
+	counter(c.opcacheHoldsTimedOut, s.Opcache.HoldsTimedOut)
 
 	// Pools of one worker (a removed one still draining beside its successor) are
 	// summed: a label set appears once per scrape.

@@ -22,6 +22,7 @@ void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 		pthread_setname_np(pthread_self(), name);
 	}
 	(void)ts_resource(0);
+	pw_crash_trail_thread_begins();
 	/* PHP 8.2's date extension sets last_errors only when a request starts; a thread's
 	 * globals are not zeroed, so a first request that fails before that point (a form
 	 * over memory_limit) would free a garbage pointer at request shutdown (found by
@@ -36,6 +37,7 @@ void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 
 void pw_shim_thread_shutdown(void)
 {
+	pw_crash_trail_thread_ends();
 	ts_free_thread();
 }
 
@@ -58,6 +60,7 @@ void pw_fill_request_info(const pw_shim_request *req)
 	SG(request_info).content_length = req->content_length < 0 ? 0 : req->content_length;
 	SG(request_info).path_translated = (char *)req->path_translated;
 	SG(request_info).proto_num = req->proto_num;
+	pw_crash_trail_request(req->script_filename);
 	SG(request_info).auth_user = NULL;
 	SG(request_info).auth_password = NULL;
 	SG(request_info).auth_digest = NULL;
@@ -73,6 +76,7 @@ void pw_clear_request_info(void)
 	SG(request_info).path_translated = NULL;
 	SG(request_info).cookie_data = NULL;
 	SG(server_context) = NULL;
+	pw_crash_trail_request(NULL);
 }
 
 /* PHP would read and discard a body the script never read (a PUT it ignored), through

@@ -39,6 +39,16 @@
 
 #define PW_INCREMENT_FULL 3
 
+// What pw_shim_opcache_attach found.
+typedef enum {
+  // OPcache is not loaded.
+  PW_OPCACHE_HOOK_ABSENT = 0,
+  // php_worker decides when OPcache restarts (src/runtime/opcache.rs).
+  PW_OPCACHE_HOOK_ATTACHED = 1,
+  // OPcache lacks the thread hook of scripts/php-patches/opcache-thread-hook.patch.
+  PW_OPCACHE_HOOK_UNPATCHED = 2,
+} pw_opcache_hook;
+
 // How pw_shim_run_script ended.
 typedef enum {
   // The script ran; it may have failed the PHP way (see the outcome).
@@ -125,6 +135,16 @@ extern int pw_shim_engine_startup(const char *ini_entries, void *module, const p
 
 // Stops PHP, on the main thread, after every PHP thread has ended.
 extern void pw_shim_engine_shutdown(void);
+
+// Points OPcache's thread hook at pw_rs_opcache_event, on the main thread after
+// pw_shim_engine_startup.
+extern pw_opcache_hook pw_shim_opcache_attach(void);
+
+// Installs the handler that writes a line on standard error when a PHP thread gets
+// SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT, then calls the handler that was there
+// before (Go's). Once per process (later calls do nothing), after Go's runtime
+// installed its handlers.
+extern void pw_shim_crash_trail_install(void);
 
 // Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
 // SIGPIPE), names it `name` (or leaves it when NULL) and fills `slot`. Pair with
@@ -223,6 +243,11 @@ void pw_rs_env_put(const char *setting, size_t len);
 // # Safety
 // `vars` is writable.
 void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
+
+// OPcache's thread hook (csrc/opcache.c forwards it): `event` and `reason` are
+// zend_accel_thread_event and zend_accel_restart_reason. Returns whether a restart may
+// run now (MAY_RESTART; the other events ignore it).
+bool pw_rs_opcache_event(int32_t event, int32_t reason);
 
 // Reads `key`: true and `*out` filled when a live entry has it.
 //

@@ -12,6 +12,8 @@
  *   lifecycle.c  PHP threads, request info, running a script, stopping one
  *   worker.c     frankenphp_handle_request() and the worker request cycle
  *   functions.c  the other PHP functions, and the per-thread getenv()/putenv()
+ *   opcache.c    OPcache's thread hook, forwarded to Rust
+ *   crash.c      the line a fatal signal on a PHP thread leaves on standard error
  *
  * Threads: pw_shim_engine_* run on the engine's main PHP thread; everything else runs
  * on a PHP thread that called pw_shim_thread_init.
@@ -41,6 +43,12 @@ bool pw_body_failed_at_startup(void);
 /* worker.c: a worker script starts (its boot pseudo-request is active) or ended. */
 void pw_worker_script_begins(void);
 void pw_worker_script_ended(void);
+
+/* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
+void pw_crash_trail_thread_begins(void);
+void pw_crash_trail_thread_ends(void);
+/* crash.c: the script of the request the thread runs now (NULL between requests). */
+void pw_crash_trail_request(const char *script);
 
 /* functions.c: MINIT of the php_worker module. */
 int pw_shim_module_startup(int type, int module_number);

@@ -13,10 +13,11 @@ use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::pool::Pool;
 use crate::request::Request;
+use crate::runtime::opcache;
 use crate::runtime::registry::{Registry, release_free_memory};
-use crate::runtime::thread::{PHP_THREAD_STACK, PoolId, ThreadInfo};
+use crate::runtime::thread::{Command, PHP_THREAD_STACK, PoolId, ThreadInfo};
 use crate::scaling::{Limits, Pools, Scaler};
-use crate::php::sys::{self, ShimVars};
+use crate::php::sys::{self, OpcacheHook, ShimVars};
 
 /// The classic pool's id.
 pub const CLASSIC: PoolId = 0;
@@ -55,8 +56,21 @@ impl Engine {
             let ini = CString::new(config.ini_entries()?).map_err(|_| Error::Config("NUL in php_ini".into()))?;
             start_main_thread(ini, host.clone())
         })();
-        let main = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
+        let (main, hook) = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
         let registry = Arc::new(Registry::default());
+        if hook == OpcacheHook::Unpatched {
+            host.log(0, Level::Warn, "this PHP's OPcache lacks php_worker's thread hook (scripts/php-patches/opcache-thread-hook.patch): \
+                an OPcache restart (opcache_reset(), a full cache) while several threads run PHP can crash the process");
+        }
+        let workers = Arc::downgrade(&registry);
+        opcache::gate().attach(
+            hook == OpcacheHook::Attached,
+            Arc::new(move |epoch| {
+                if let Some(registry) = workers.upgrade() {
+                    registry.broadcast(|| Command::Recycle(epoch));
+                }
+            }),
+        );
         let classic = Pool::classic(CLASSIC, config.queue_capacity, &host, &registry);
         let pools: Pools = Arc::new(RwLock::new(vec![classic]));
         let scaler = match Scaler::start(pools.clone(), host.clone()) {
@@ -189,6 +203,7 @@ impl Engine {
             }
         }
         self.registry.join_all();
+        opcache::gate().detach();
         let _ = main.stop.send(());
         let _ = main.handle.join();
         ENGINE_ALIVE.store(false, Ordering::Release);
@@ -202,8 +217,8 @@ impl Drop for Engine {
     }
 }
 
-fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<MainThread> {
-    let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<(), String>>();
+fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, OpcacheHook)> {
+    let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<OpcacheHook, String>>();
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("php-main".into())
@@ -222,7 +237,11 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<MainThread> {
                 host::attach_thread(None);
                 return;
             }
-            let _ = ready_tx.send(Ok(()));
+            // SAFETY: on the main thread, after startup, before any PHP thread exists.
+            let hook = unsafe { sys::pw_shim_opcache_attach() };
+            // SAFETY: Go's runtime is up (the host called in through cgo).
+            unsafe { sys::pw_shim_crash_trail_install() };
+            let _ = ready_tx.send(Ok(hook));
             let _ = stop_rx.recv();
             // SAFETY: every PHP thread has ended (Engine::shutdown joined them).
             unsafe { sys::pw_shim_engine_shutdown() };
@@ -232,7 +251,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<MainThread> {
         })
         .map_err(|e| Error::Startup(format!("cannot spawn the PHP main thread: {e}")))?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok(MainThread { stop: stop_tx, handle }),
+        Ok(Ok(hook)) => Ok((MainThread { stop: stop_tx, handle }, hook)),
         Ok(Err(msg)) => {
             let _ = handle.join();
             Err(Error::Startup(msg))

@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::engine::Engine;
 use crate::pool::PoolStats;
 use crate::runtime::counters::BUCKETS;
+use crate::runtime::opcache::{self, OpcacheStats};
 use crate::runtime::thread::PoolId;
 
 /// One snapshot of an engine.
@@ -17,6 +18,7 @@ pub struct Stats {
     pub histogram_bounds: &'static [f64],
     pub threads: Vec<ThreadStats>,
     pub pools: Vec<PoolStats>,
+    pub opcache: OpcacheStats,
 }
 
 #[derive(Serialize, Debug)]
@@ -62,5 +64,5 @@ pub fn collect(engine: &Engine) -> Stats {
         })
         .collect();
     threads.sort_by_key(|t| t.index);
-    Stats { max_threads: engine.limits().max_threads, histogram_bounds: &BUCKETS, threads, pools }
+    Stats { max_threads: engine.limits().max_threads, histogram_bounds: &BUCKETS, threads, pools, opcache: opcache::gate().stats() }
 }

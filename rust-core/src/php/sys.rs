@@ -91,6 +91,19 @@ pub struct KillSlot {
 unsafe impl Send for KillSlot {}
 unsafe impl Sync for KillSlot {}
 
+/// What pw_shim_opcache_attach found.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // the values are produced by C
+pub enum OpcacheHook {
+    /// OPcache is not loaded.
+    Absent = 0,
+    /// php_worker decides when OPcache restarts (src/runtime/opcache.rs).
+    Attached = 1,
+    /// OPcache lacks the thread hook of scripts/php-patches/opcache-thread-hook.patch.
+    Unpatched = 2,
+}
+
 unsafe extern "C" {
     /// Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
     /// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
@@ -99,6 +112,14 @@ unsafe extern "C" {
     pub fn pw_shim_engine_startup(ini_entries: *const c_char, module: *mut c_void, env: *const ShimVars) -> c_int;
     /// Stops PHP, on the main thread, after every PHP thread has ended.
     pub fn pw_shim_engine_shutdown();
+    /// Points OPcache's thread hook at pw_rs_opcache_event, on the main thread after
+    /// pw_shim_engine_startup.
+    pub fn pw_shim_opcache_attach() -> OpcacheHook;
+    /// Installs the handler that writes a line on standard error when a PHP thread gets
+    /// SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT, then calls the handler that was there
+    /// before (Go's). Once per process (later calls do nothing), after Go's runtime
+    /// installed its handlers.
+    pub fn pw_shim_crash_trail_install();
     /// Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
     /// SIGPIPE), names it `name` (or leaves it when NULL) and fills `slot`. Pair with
     /// pw_shim_thread_shutdown on the same thread.

@@ -1,6 +1,7 @@
 //! The loop of a classic thread: take a request from the pool's queue, run its script
 //! (request startup, script, request shutdown), repeat.
 
+use super::opcache;
 use super::thread::{Job, Next, with_thread};
 use crate::host::Level;
 use crate::php::sys::{self, RunOutcome, RunResult};
@@ -12,6 +13,7 @@ pub fn serve() -> Next {
         let request = match with_thread(|t| t.next_job()) {
             Job::Request(request) => request,
             Job::Leave(leave) => return Next::Leave(leave),
+            Job::Recycle => continue, // a worker's command; a classic thread keeps its context
         };
         if !run(request) {
             return Next::FreshContext;
@@ -28,9 +30,11 @@ fn run(request: Box<Request>) -> bool {
     let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
     let req = ctx.shim();
     let mut outcome = RunOutcome::default();
+    let inside = opcache::gate().enter();
     // SAFETY: `req` points into `ctx`, which outlives the call; PHP reaches `ctx` only
     // through the pointer in `req`.
     let result = unsafe { sys::pw_shim_run_script(&req, false, &mut outcome) };
+    drop(inside);
     if result != RunResult::Ok {
         ctx.event(Level::Error, "PHP request failed outside the script; the thread gets a fresh PHP context", &[
             ("failure", format!("{result:?}").into()),

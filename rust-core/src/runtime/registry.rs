@@ -28,6 +28,7 @@ pub struct Registry {
 struct Slot {
     info: Arc<ThreadInfo>,
     join: JoinHandle<()>,
+    ctl: crossbeam_channel::Sender<Command>,
 }
 
 impl Registry {
@@ -56,13 +57,20 @@ impl Registry {
             .stack_size(PHP_THREAD_STACK)
             .spawn(move || run(thread_info, thread_host, registry, ctl_rx, assignment))
             .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
-        slots[index] = Some(Slot { info: info.clone(), join });
+        slots[index] = Some(Slot { info: info.clone(), join, ctl: ctl_tx.clone() });
         Ok(ThreadHandle::new(info, ctl_tx))
     }
 
     /// Every thread that has not ended.
     pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
         lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done).map(|s| s.info.clone()).collect()
+    }
+
+    /// Sends every thread that has not ended the command `make` returns.
+    pub fn broadcast(&self, make: impl Fn() -> Command) {
+        for slot in lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done) {
+            let _ = slot.ctl.send(make());
+        }
     }
 
     /// Stops every running script the way a timeout does; the count signalled.

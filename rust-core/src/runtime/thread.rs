@@ -244,6 +244,10 @@ pub enum Command {
     Activate,
     /// Finish the current request (and worker script), then serve this other pool.
     Join(Assignment),
+    /// OPcache restarts: a worker script that entered PHP at or before this restart epoch
+    /// (src/runtime/opcache.rs) finishes its request and ends, and boots again once the
+    /// cache restarted. Classic threads ignore it.
+    Recycle(u64),
 }
 
 /// What a thread serves: one pool's queue, as a classic thread or as a thread of a
@@ -322,6 +326,8 @@ pub enum Leave {
 pub enum Job {
     Request(Box<Request>),
     Leave(Leave),
+    /// End the worker script and boot it again (an OPcache restart).
+    Recycle,
 }
 
 /// How a loop (classic or worker) handed the thread back.
@@ -341,6 +347,8 @@ pub struct PhpThread {
     pub assignment: Assignment,
     draining: bool,
     leaving: Option<Leave>,
+    /// The newest restart epoch a Recycle command named.
+    recycle: Option<u64>,
     /// Response buffers reused by every request of the thread.
     pub scratch: Scratch,
     /// The thread's putenv() calls.
@@ -388,6 +396,10 @@ pub struct WorkerRun {
     pub(super) started: Instant,
     /// It restarts after a max_requests end: its boot is logged at debug level.
     pub(super) restarts_quietly: bool,
+    /// The OPcache restart epoch when the script entered PHP (src/runtime/opcache.rs).
+    pub(super) gate_epoch: u64,
+    /// It ends because OPcache restarts.
+    pub(super) recycled: bool,
 }
 
 thread_local! {
@@ -421,6 +433,7 @@ impl PhpThread {
                 assignment,
                 draining: false,
                 leaving: None,
+                recycle: None,
                 scratch: Scratch::default(),
                 env: EnvOverrides::default(),
                 run: None,
@@ -448,6 +461,11 @@ impl PhpThread {
         loop {
             if let Some(leave) = self.leaving.take() {
                 return Job::Leave(leave);
+            }
+            if let Some(epoch) = self.recycle.take()
+                && self.run.as_ref().is_some_and(|run| run.gate_epoch <= epoch)
+            {
+                return Job::Recycle;
             }
             if self.draining {
                 match self.assignment.queue.try_recv() {
@@ -518,6 +536,7 @@ impl PhpThread {
             Command::Drain => self.draining = true,
             Command::Activate => {}
             Command::Join(assignment) => self.leaving = Some(Leave::Join(assignment)),
+            Command::Recycle(epoch) => self.recycle = Some(self.recycle.map_or(epoch, |e| e.max(epoch))),
         }
         if self.leaving.is_some() {
             self.info.set_state(ThreadState::Stopping);

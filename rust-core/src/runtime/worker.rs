@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::generation::{FIRST_BOOT_BACKOFF, Generation};
+use super::opcache;
 use super::thread::{Job, Leave, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
 use crate::host::{Level, LogField};
 use crate::php::guard::guard;
@@ -32,6 +33,8 @@ struct ScriptEnd {
     request_failed: bool,
     handled: u64,
     leave: Option<Leave>,
+    /// It ended for an OPcache restart.
+    recycled: bool,
 }
 
 /// Runs the generation's script on this thread, again and again, until the thread
@@ -75,6 +78,9 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
             }
             if crashed {
                 event(Level::Warn, "worker script crashed; restarting it", fields());
+            } else if end.recycled {
+                counters.restarted(1);
+                event(Level::Debug, "worker script restarts for an OPcache restart", fields());
             } else {
                 counters.restarted(1);
                 quiet = true;
@@ -142,6 +148,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let idle = Box::into_raw(Box::new(RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)));
     // SAFETY: `idle` is live until reclaimed below.
     let boot = unsafe { (*idle).shim() };
+    let inside = opcache::gate().enter();
     with_thread(|t| {
         t.run = Some(WorkerRun {
             generation: generation.clone(),
@@ -153,12 +160,15 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
             leave: None,
             started: Instant::now(),
             restarts_quietly: quiet,
+            gate_epoch: inside.epoch,
+            recycled: false,
         })
     });
     let mut outcome = RunOutcome::default();
     // SAFETY: `boot` points into `idle`, alive for the call; the hooks below reach the
     // contexts only through the pointers lent to PHP.
     let result = unsafe { sys::pw_shim_run_script(&boot, true, &mut outcome) };
+    drop(inside);
     let run = with_thread(|t| t.run.take()).expect("the worker run state outlives the script");
     let mut end = ScriptEnd {
         result,
@@ -167,6 +177,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
         request_failed: run.request_failed,
         handled: run.handled,
         leave: run.leave,
+        recycled: run.recycled,
     };
     if !run.in_flight.is_null() {
         end.request_failed = true;
@@ -217,7 +228,7 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
         let first = !run.reached_handle_request;
         run.reached_handle_request = true;
         let limit = run.generation.spec.max_requests;
-        let stop = run.leave.is_some() || (limit != 0 && run.handled >= limit);
+        let stop = run.leave.is_some() || run.recycled || (limit != 0 && run.handled >= limit);
         if first {
             let boot_ms = run.started.elapsed().as_secs_f64() * 1000.0;
             let level = if run.restarts_quietly { Level::Debug } else { Level::Info };
@@ -244,6 +255,10 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
             }
             Some(Job::Leave(leave)) => {
                 run.leave = Some(leave);
+                run.idle
+            }
+            Some(Job::Recycle) => {
+                run.recycled = true;
                 run.idle
             }
             None => run.idle,

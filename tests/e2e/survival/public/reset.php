@@ -1,0 +1,3 @@
+<?php
+// What a deploy step does (cachetool, Deployer, Laravel packages).
+echo opcache_reset() ? 'reset' : 'not reset';

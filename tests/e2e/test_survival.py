@@ -1,0 +1,225 @@
+"""What production does to PHP, and the server surviving it: OPcache restarts under load
+(opcache_reset() from deploy scripts, and the restarts OPcache schedules itself when its
+memory fills), and the line a fatal signal on a PHP thread leaves in the log."""
+
+import ctypes
+import http.client
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SURVIVAL = HERE / "survival"
+EXPECTED = "triangle:3,square:4,hexagon:6"
+
+
+def survival_site(extra=""):
+    return (f"\t\troot {SURVIVAL}/public\n"
+            f"\t\tworker {{\n\t\t\tfile {SURVIVAL}/worker.php\n\t\t\tnum 3\n\t\t\tmatch /worker\n\t\t}}\n{extra}")
+
+
+def opcache_ini(extra=""):
+    return ("\t\tphp_ini opcache.enable 1\n\t\tphp_ini opcache.file_update_protection 0\n"
+            "\t\tphp_ini opcache.validate_timestamps 1\n\t\tphp_ini opcache.revalidate_freq 0\n" + extra)
+
+
+def metric(srv, name):
+    """Sum of a metric's samples from the admin API's /metrics, by label text."""
+    status, body = srv.admin("GET", "/metrics")
+    assert status == 200
+    values = {}
+    for line in body.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, value = line.rpartition(" ")
+            values[key[len(name):]] = float(value)
+    return values
+
+
+class Load:
+    """Clients requesting the classic page and the worker over and over, on kept-alive
+    connections, until stopped; every answer is checked."""
+
+    def __init__(self, srv, clients):
+        self.srv = srv
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures = []
+        self.lock = threading.Lock()
+        paths = ["/page.php", "/worker"]
+        self.threads = [threading.Thread(target=self.client, args=(paths[i % 2],), daemon=True) for i in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def client(self, path):
+        want = ("page " if path == "/page.php" else "worker ") + EXPECTED
+        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=30)
+        while not self.stop.is_set():
+            try:
+                conn.request("GET", path)
+                r = conn.getresponse()
+                body = r.read().decode("utf-8", "replace")
+                good = r.status == 200 and body == want
+            except (OSError, http.client.HTTPException) as e:
+                body, good = repr(e), False
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=30)
+            with self.lock:
+                if good:
+                    self.ok += 1
+                else:
+                    self.failures.append((path, body[:300]))
+        conn.close()
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+        return self.ok, self.failures
+
+
+@pytest.fixture(scope="module")
+def survival(start_server):
+    srv = start_server("survival", app=SURVIVAL / "public", threads=8, global_extra=opcache_ini(),
+                       site_extra=survival_site())
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_opcache_reset_under_load_fails_no_request(survival):
+    """A deploy script resets OPcache again and again, from classic requests and from a
+    worker, while 10 clients run cached code in classic and worker mode: every request
+    gets its right answer, and every reset restarts the cache once no thread runs PHP."""
+    srv = survival
+    before = metric(srv, "php_worker_opcache_restarts_total").get('{reason="opcache_reset"}', 0)
+    load = Load(srv, 10)
+    resets, deadline = 0, time.time() + 20
+    while resets < 60 and time.time() < deadline:
+        path = "/reset.php" if resets % 2 == 0 else "/worker?reset=1"
+        r = srv.get(path, timeout=30)
+        assert (r.status, r.text) == (200, "reset"), r.text[:300]
+        resets += 1
+        time.sleep(0.05)
+    time.sleep(0.5)
+    ok, failures = load.finish()
+    assert failures == [], failures[:5]
+    assert ok > 200, "the clients were served all along"
+    assert srv.proc.poll() is None, "the server is alive"
+    restarts = metric(srv, "php_worker_opcache_restarts_total")['{reason="opcache_reset"}'] - before
+    print(f"\nopcache_reset(): {resets} resets, {restarts:.0f} restarts, {ok} requests served, {len(failures)} failed")
+    # Resets while a restart is pending join it (OPcache does not schedule twice).
+    assert 10 <= restarts <= resets, (restarts, resets)
+    status = srv.get("/status.php").json()
+    assert status["enabled"], "the cache is on again after the restarts"
+    assert status["statistics"]["manual_restarts"] >= restarts
+    lines = srv.wait_log(lambda e: e.get("msg") == "OPcache restarted" and e.get("reason") == "opcache_reset")
+    assert lines and all(isinstance(e.get("waited_ms"), (int, float)) for e in lines), lines[:2]
+    assert srv.wait_log(lambda e: e.get("msg", "").startswith("OPcache restart scheduled"))
+    assert metric(srv, "php_worker_opcache_restart_pending") == {"": 0.0}
+
+
+def test_automatic_opcache_restarts_under_load_fail_no_request(start_server):
+    """Files edited in place (validate_timestamps on) waste OPcache's memory until it is
+    full; OPcache then schedules restarts by itself, which used to crash a threaded
+    server at the first one. With 8 threads serving cached code meanwhile, each restart
+    waits for the threads to finish their requests, and no request fails."""
+    ini = opcache_ini("\t\tphp_ini opcache.memory_consumption 8\n\t\tphp_ini opcache.max_wasted_percentage 5\n"
+                      "\t\tphp_ini opcache.interned_strings_buffer 1\n")
+    srv = start_server("survival-auto", app=SURVIVAL / "public", threads=8, global_extra=ini, site_extra=survival_site())
+    load = Load(srv, 10)
+    deadline, n = time.time() + 40, 0
+    restarts = 0
+    while time.time() < deadline:
+        r = srv.get(f"/churn.php?n={n}&dir={os.getpid()}", timeout=30)
+        assert (r.status, r.text) == (200, f"churn {n} 4000"), r.text[:300]
+        n += 1
+        if n % 10 == 0:
+            restarts = metric(srv, "php_worker_opcache_restarts_total")['{reason="out_of_memory"}']
+            if restarts >= 5:
+                break
+    ok, failures = load.finish()
+    print(f"\nautomatic restarts: {n} edits, {restarts:.0f} out-of-memory restarts, {ok} requests served, "
+          f"{len(failures)} failed")
+    assert failures == [], failures[:5]
+    assert srv.proc.poll() is None, "the server is alive"
+    assert restarts >= 5, f"OPcache restarted by itself {restarts} times in {n} edits"
+    assert ok > 200
+    assert srv.wait_log(lambda e: e.get("msg") == "OPcache restarted" and e.get("reason") == "out_of_memory")
+    assert srv.stop() == 0
+
+
+def request_until_the_end(srv, uri):
+    """A request whose server may die under it."""
+    try:
+        srv.get(uri, timeout=60)
+    except (OSError, http.client.HTTPException):
+        pass
+
+
+def php_thread_tid(srv, name):
+    """The Linux thread id of the PHP thread called `name` (php-N)."""
+    for task in Path(f"/proc/{srv.proc.pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == name:
+            return int(task.name)
+    raise AssertionError(f"no thread {name}")
+
+
+def busy_thread(srv, uri_part):
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        for t in srv.threads()["threads"]:
+            if t["state"] == "busy" and uri_part in t["uri"]:
+                return t["name"]
+        time.sleep(0.05)
+    raise AssertionError("no thread runs the request")
+
+
+def trail_lines(srv):
+    return [e for e in srv.log_entries() if e.get("msg") == "PHP thread received a fatal signal; the process ends"]
+
+
+@pytest.mark.parametrize("mode", ["classic", "worker"])
+def test_a_fatal_signal_on_a_busy_php_thread_leaves_a_trail(start_server, mode):
+    """SIGSEGV sent (tgkill) to a PHP thread running a request: one JSON line in the log
+    names the signal, the thread, the request and the PHP code running, then the handler
+    Go installed takes the signal as it would without php_worker."""
+    srv = start_server(f"trail-{mode}", app=SURVIVAL / "public", threads=4, site_extra=survival_site())
+    uri = "/busy.php?busy=20" if mode == "classic" else "/worker?busy=20"
+    threading.Thread(target=request_until_the_end, args=(srv, uri), daemon=True).start()
+    name = busy_thread(srv, uri)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.tgkill(srv.proc.pid, php_thread_tid(srv, name), signal.SIGSEGV) == 0
+    deadline = time.time() + 10
+    while not trail_lines(srv) and time.time() < deadline:
+        time.sleep(0.05)
+    lines = trail_lines(srv)
+    assert len(lines) == 1, srv.log_text()[-2000:]
+    line = lines[0]
+    assert line["level"] == "fatal" and line["logger"] == "php_worker"
+    assert (line["signal"], line["thread"], line["method"]) == ("SIGSEGV", name, "GET")
+    assert line["uri"] == uri
+    assert line["script"].endswith("/busy.php" if mode == "classic" else "/worker.php")
+    assert line["php_file"].endswith("/busy.php") and isinstance(line["php_line"], int) and line["php_line"] > 0
+    # Then Go's handler, which php_worker chained to, does what it did before: a SIGSEGV on
+    # a thread not running Go code ends the process by that signal.
+    assert srv.proc.wait(timeout=30) == -signal.SIGSEGV
+    srv.stop()
+
+
+def test_a_stack_overflow_leaves_a_trail_and_ends_the_process_as_before(start_server):
+    """A real fault: serialize() of a deeply nested array overflows the C stack. The line
+    is written from the thread's signal stack, then the process dies of SIGSEGV, as it
+    does without php_worker (a supervisor restarts it)."""
+    srv = start_server("trail-overflow", app=SURVIVAL / "public", threads=2, site_extra=f"\t\troot {SURVIVAL}/public\n")
+    request_until_the_end(srv, "/overflow.php")
+    assert srv.proc.wait(timeout=60) == -signal.SIGSEGV
+    lines = trail_lines(srv)
+    assert len(lines) == 1, srv.log_text()[-2000:]
+    line = lines[0]
+    assert line["signal"] == "SIGSEGV" and line["thread"].startswith("php-")
+    assert line["uri"] == "/overflow.php" and line["php_function"] == "serialize"
+    assert line["php_file"].endswith("/overflow.php") and line["php_line"] == 9
+    srv.stop()
