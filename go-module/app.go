@@ -45,6 +45,20 @@ type App struct {
 	// the way max_execution_time stops them. Default: 30s.
 	ShutdownTimeout caddy.Duration `json:"shutdown_timeout,omitempty"`
 
+	// How long a request may run past its PHP time limit (max_execution_time, or what
+	// set_time_limit() set) before php_worker ends it from outside PHP: its client gets
+	// 504 (or a cut-off response when the headers already left), its pool gets a
+	// replacement thread, and the stuck thread is woken (PHP's timer signal again, and
+	// the socket, pipe or child process its blocking call waits on is ended) until it
+	// comes back. A script with no time limit (max_execution_time 0) is never ended.
+	// Default: 5s; a negative value (Caddyfile: timeout_grace off) turns it off.
+	TimeoutGrace caddy.Duration `json:"timeout_grace,omitempty"`
+
+	// Most threads that may be stuck at once with a replacement each: past it, a stuck
+	// thread gets none (its pool serves with one thread less until it comes back), and
+	// the log says so. Default: 16.
+	MaxStuckThreads int `json:"max_stuck_threads,omitempty"`
+
 	// Capacity of the table shared by all PHP threads (php_worker_shared_*), in bytes:
 	// when full, puts fail and the log says so; no live entry is evicted. Default: 64MiB.
 	SharedStoreSize int64 `json:"shared_store_size,omitempty"`
@@ -143,6 +157,12 @@ func (a *App) setup(ctx caddy.Context) {
 	if a.MaxIdleTime == 0 {
 		a.MaxIdleTime = caddy.Duration(defaultMaxIdleTime)
 	}
+	if a.TimeoutGrace == 0 {
+		a.TimeoutGrace = caddy.Duration(defaultTimeoutGrace)
+	}
+	if a.MaxStuckThreads == 0 {
+		a.MaxStuckThreads = defaultMaxStuckThreads
+	}
 	if a.SharedStoreSize == 0 {
 		a.SharedStoreSize = defaultSharedStoreSize
 	}
@@ -175,6 +195,9 @@ func (a *App) Validate() error {
 	}
 	if a.MaxWaitTime < 0 || a.ShutdownTimeout < 0 || a.MaxIdleTime < 0 {
 		return fmt.Errorf("max_wait_time, max_idle_time and shutdown_timeout must not be negative")
+	}
+	if a.MaxStuckThreads < 0 {
+		return fmt.Errorf("max_stuck_threads must not be negative, got %d", a.MaxStuckThreads)
 	}
 	if a.SharedStoreSize < 0 || a.LocalStoreSize < 0 {
 		return fmt.Errorf("shared_store_size and local_store_size must not be negative")
@@ -245,7 +268,8 @@ func (a *App) makePlan() (*plan, error) {
 	}
 	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
 		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
-		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize}, nil
+		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
+		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil
 }
 
 // Start gives this config's settings and workers to PHP: it starts PHP, or prepares the

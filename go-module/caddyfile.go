@@ -24,6 +24,8 @@ import (
 //			max_idle_time <duration>
 //			max_wait_time <duration>
 //			shutdown_timeout <duration>
+//			timeout_grace <duration>|off
+//			max_stuck_threads <n>
 //			shared_store_size <size>
 //			local_store_size <size>
 //			response_buffer <size>|off
@@ -53,7 +55,10 @@ import (
 // max_idle_time (default 5s) is how long an added thread may stay idle; max_wait_time
 // bounds how long a request waits for a free thread before a 503 (default: no bound);
 // shutdown_timeout bounds how long running scripts may take to finish on shutdown
-// (default 30s); response_buffer (default 1MiB) and response_buffer_total (default
+// (default 30s); timeout_grace (default 5s) is how long a request may run past its PHP
+// time limit before it is answered 504 and its thread replaced, and max_stuck_threads
+// (default 16) how many stuck threads get a replacement (see App.TimeoutGrace);
+// response_buffer (default 1MiB) and response_buffer_total (default
 // 64MiB) bound the memory responses wait in while clients are slower than PHP, before
 // they wait in temporary files, and response_buffer off makes PHP threads write to
 // clients themselves (see App.UnbufferedResponses); php_ini overrides php.ini settings and may repeat;
@@ -122,6 +127,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 				a.ShutdownTimeout = dur
+			case "timeout_grace":
+				if !d.NextArg() {
+					return d.ArgErr()
+				}
+				if d.Val() == "off" {
+					a.TimeoutGrace = -1
+					break
+				}
+				d.Prev()
+				dur, err := durationArg(d, true)
+				if err != nil {
+					return err
+				}
+				a.TimeoutGrace = dur
+			case "max_stuck_threads":
+				n, err := intArg(d, 1)
+				if err != nil {
+					return err
+				}
+				a.MaxStuckThreads = n
 			case "worker":
 				w, err := parseWorker(d, false)
 				if err != nil {
@@ -139,7 +164,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			default:
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, shared_store_size, local_store_size, response_buffer, response_buffer_total, php_ini, worker)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, php_ini, worker)", name)
 			}
 		}
 	}

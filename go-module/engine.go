@@ -199,6 +199,18 @@ func (e *engine) autoscale(maxThreads int, maxIdle time.Duration) error {
 	})
 }
 
+// setDeadlines sets how long a request may run past its PHP time limit before the core
+// ends it (negative: never), and how many stuck threads get a replacement.
+func (e *engine) setDeadlines(grace time.Duration, maxStuck int) error {
+	ms := int64(-1)
+	if grace >= 0 {
+		ms = grace.Milliseconds()
+	}
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_engine_set_deadlines(ptr, C.int64_t(ms), C.uint32_t(maxStuck))
+	})
+}
+
 // restartPool starts a new generation of a worker pool (spec nil: the same settings),
 // staged unless activate; it returns the generation.
 func (e *engine) restartPool(id uint32, spec []byte, activate bool) (uint32, error) {

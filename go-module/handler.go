@@ -371,6 +371,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		select {
 		case <-pr.wake:
 			end, err := pr.send()
+			if errors.Is(err, errExpired) {
+				return h.expired(w, pr)
+			}
 			if err != nil {
 				// The PHP thread has moved on, or will at its next output: only this
 				// goroutine waited on the client (timeouts write bounds that wait).
@@ -395,6 +398,23 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
+}
+
+// expired answers a request the core gave up on (it ran past its deadline; the core
+// logged why): 504 if nothing left yet, else the response is cut off, so the client
+// sees it incomplete rather than whole.
+func (h *Handler) expired(w http.ResponseWriter, pr *phpRequest) error {
+	pr.mu.Lock()
+	pr.abandoned = true
+	sent := pr.sent
+	pr.mu.Unlock()
+	if sent {
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusGatewayTimeout)
+	_, _ = io.WriteString(w, "504 Gateway Timeout: the PHP script ran past its time limit\n")
+	return nil
 }
 
 // unavailable answers 503 with a Retry-After header and a body saying why.

@@ -20,6 +20,10 @@ type engineStats struct {
 	} `json:"threads"`
 	Pools   []poolStats  `json:"pools"`
 	Opcache opcacheStats `json:"opcache"`
+	// Threads whose request ran past its deadline and that have not come back, and
+	// the requests answered that way.
+	StuckThreads    int    `json:"stuck_threads"`
+	ExpiredRequests uint64 `json:"expired_requests"`
 }
 
 // opcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).
@@ -93,6 +97,7 @@ type collector struct {
 	workerRequests, workerDuration, workerCrashes, workerRestarts *prometheus.Desc
 	responseBuffered, responseSpillFiles, responseSpills          *prometheus.Desc
 	opcacheRestarts, opcachePending, opcacheHoldsTimedOut         *prometheus.Desc
+	stuckThreads, expiredRequests                                 *prometheus.Desc
 }
 
 func newCollector() *collector {
@@ -121,6 +126,10 @@ func newCollector() *collector {
 		responseSpills:     d("response_spills_total", "Responses that went past the memory bounds into a temporary file."),
 		opcacheRestarts:    d("opcache_restarts_total", "OPcache restarts, by reason: opcache_reset, out_of_memory, key_table_full.", "reason"),
 		opcachePending:     d("opcache_restart_pending", "1 while an OPcache restart waits for PHP threads to finish their requests."),
+		stuckThreads: d("stuck_threads",
+			"PHP threads whose request ran past its time limit plus timeout_grace and that are still blocked in a call."),
+		expiredRequests: d("expired_requests_total",
+			"Requests answered 504 (or cut off) because they ran past their time limit plus timeout_grace."),
 		opcacheHoldsTimedOut: d("opcache_holds_timed_out_total",
 			"Times requests stopped waiting for an OPcache restart because a PHP thread stayed in a request; they ran uncached until it restarted."),
 	}
@@ -132,7 +141,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills,
-		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut} {
+		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests} {
 		ch <- d
 	}
 }
@@ -189,6 +198,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.opcachePending, pending)
 	counter(c.opcacheHoldsTimedOut, s.Opcache.HoldsTimedOut)
+	gauge(c.stuckThreads, float64(s.StuckThreads))
+	counter(c.expiredRequests, s.ExpiredRequests)
 
 	// Pools of one worker (a removed one still draining beside its successor) are
 	// summed: a label set appears once per scrape.

@@ -38,6 +38,7 @@ type phpRequest struct {
 	mu        sync.Mutex
 	finished  bool // the DONE callback came: the core forgot this request
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
+	expired   bool // the core gave up on the request (its deadline passed); DONE follows
 	core      *C.php_worker_request_t
 	sent      bool  // the headers left for the client
 	bodyErr   error // why the body could not be read; later reads fail at once
@@ -100,7 +101,7 @@ func (pr *phpRequest) release() {
 	}
 	pr.out.reset()
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
-	pr.finished, pr.abandoned, pr.sent, pr.bodyErr = false, false, false, nil
+	pr.finished, pr.abandoned, pr.expired, pr.sent, pr.bodyErr = false, false, false, false, nil
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
 	requests.mu.Unlock()
@@ -118,7 +119,14 @@ func (pr *phpRequest) logger() *zap.Logger {
 func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	ok := !pr.abandoned
+	if flags&C.PHP_WORKER_RESPONSE_EXPIRED != 0 {
+		// From the core's watchdog: the handler answers the client (504, or cuts the
+		// response off) and nothing PHP sends later reaches it.
+		pr.expired = true
+		pr.signal()
+		return true
+	}
+	ok := !pr.abandoned && !pr.expired
 	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
 		h := make(http.Header, len(headers))
 		addHeaders(pr, h, headers)
@@ -166,6 +174,9 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 	return ok
 }
 
+// errExpired ends the sending of a response whose request ran past its deadline.
+var errExpired = errors.New("php_worker: the request ran past its time limit")
+
 // markSent notes whether parts that left carried the headers. The caller holds mu.
 func (pr *phpRequest) markSent(parts []responsePart) {
 	for _, p := range parts {
@@ -186,6 +197,10 @@ func (pr *phpRequest) signal() {
 func (pr *phpRequest) send() (bool, error) {
 	for {
 		pr.mu.Lock()
+		if pr.expired {
+			pr.mu.Unlock()
+			return true, errExpired
+		}
 		parts, spill, finished := pr.out.take(), pr.out.spill, pr.finished
 		pr.mu.Unlock()
 		if len(parts) == 0 {
@@ -214,7 +229,7 @@ func (pr *phpRequest) closeOutput() {
 func (pr *phpRequest) readBody(buf []byte) int {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.abandoned || pr.bodyErr != nil {
+	if pr.abandoned || pr.expired || pr.bodyErr != nil {
 		return -1
 	}
 	n, err := readBody(pr.r.Body, buf)

@@ -70,6 +70,10 @@ type plan struct {
 	maxIdle       time.Duration
 	// Store capacities in bytes (the stores belong to the process, not to the engine).
 	sharedStore, localStore int64
+	// The hard deadline past PHP's time limit (negative: none), and how many stuck
+	// threads get a replacement.
+	timeoutGrace time.Duration
+	maxStuck     int
 }
 
 func init() {
@@ -198,6 +202,9 @@ func (rt *phpRuntime) commit() {
 	if err := e.autoscale(p.plan.maxThreads, p.plan.maxIdle); err != nil {
 		appLogger().Error("setting autoscaling", zap.Error(err))
 	}
+	if err := e.setDeadlines(p.plan.timeoutGrace, p.plan.maxStuck); err != nil {
+		appLogger().Error("setting request deadlines", zap.Error(err))
+	}
 	if err := e.resizeClassic(p.plan.classic); err != nil {
 		appLogger().Error("resizing the classic pool", zap.Error(err))
 	}
@@ -256,6 +263,9 @@ func (rt *phpRuntime) boot(p *plan) error {
 	}
 	configureStores(p.sharedStore, p.localStore)
 	err = e.autoscale(p.maxThreads, p.maxIdle)
+	if err == nil {
+		err = e.setDeadlines(p.timeoutGrace, p.maxStuck)
+	}
 	if err == nil {
 		err = e.resizeClassic(p.classic)
 	}

@@ -23,6 +23,13 @@ const (
 // before it ends, unless max_idle_time says otherwise.
 const defaultMaxIdleTime = 5 * time.Second
 
+// defaultTimeoutGrace is how long a request may run past its PHP time limit before the
+// core ends it from outside PHP, unless timeout_grace says otherwise.
+const defaultTimeoutGrace = 5 * time.Second
+
+// defaultMaxStuckThreads is how many stuck threads get a replacement at once.
+const defaultMaxStuckThreads = 16
+
 // ThreadLimit is max_threads: a number of threads, or ThreadLimitAuto ("auto" in JSON
 // and the Caddyfile).
 type ThreadLimit int

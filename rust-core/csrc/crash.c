@@ -4,6 +4,9 @@
  * the PHP code it ran, then the handler that was there before (Go's), so the process dies
  * exactly as it would without this (same exit status, same core dump). See shim.h.
  *
+ * PHP threads get a signal stack from src/runtime/registry.rs, so a stack overflow (deep
+ * recursion in C) still gets its line.
+ *
  * Everything in the handler is async-signal-safe: a stack buffer, write(2), prctl(2),
  * clock_gettime(2), and reads of the thread's PHP globals, which may be damaged: the line
  * is written in parts, so a second fault while reading them leaves what was written.
@@ -32,9 +35,6 @@ static __thread bool pw_thread_has_php;
 static __thread const char *pw_thread_script;
 /* The thread is writing its trail: a fault inside it must not start another. */
 static __thread volatile sig_atomic_t pw_in_trail;
-
-/* Signal stacks for PHP threads, so a stack overflow (deep recursion) still gets its line. */
-#define PW_SIGNAL_STACK (64 * 1024)
 
 typedef struct {
 	char buf[4096];
@@ -231,15 +231,6 @@ void pw_shim_crash_trail_install(void)
 
 void pw_crash_trail_thread_begins(void)
 {
-	stack_t ss;
-	memset(&ss, 0, sizeof(ss));
-	ss.ss_sp = malloc(PW_SIGNAL_STACK);
-	if (ss.ss_sp) {
-		ss.ss_size = PW_SIGNAL_STACK;
-		if (sigaltstack(&ss, NULL) != 0) {
-			free(ss.ss_sp);
-		}
-	}
 	pw_thread_has_php = true;
 }
 
@@ -251,12 +242,4 @@ void pw_crash_trail_request(const char *script)
 void pw_crash_trail_thread_ends(void)
 {
 	pw_thread_has_php = false;
-	stack_t ss, off;
-	memset(&off, 0, sizeof(off));
-	off.ss_flags = SS_DISABLE;
-	if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && ss.ss_sp) {
-		if (sigaltstack(&off, NULL) == 0) {
-			free(ss.ss_sp);
-		}
-	}
 }

@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -33,6 +34,8 @@ void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 	}
 	slot->thread = pthread_self();
 	slot->timer = &EG(max_execution_timer_timer);
+	slot->tid = gettid();
+	slot->timed_out = &EG(timed_out);
 }
 
 void pw_shim_thread_shutdown(void)
@@ -47,6 +50,11 @@ bool pw_shim_kill(const pw_kill_slot *slot)
 	union sigval value;
 	value.sival_ptr = slot->timer;
 	return pthread_sigqueue(slot->thread, SIGRTMIN, value) == 0;
+}
+
+bool pw_shim_timed_out(const pw_kill_slot *slot)
+{
+	return zend_atomic_bool_load((zend_atomic_bool *)slot->timed_out);
 }
 
 void pw_fill_request_info(const pw_shim_request *req)

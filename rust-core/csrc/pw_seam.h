@@ -68,10 +68,13 @@ typedef struct {
 } pw_shim_vars;
 
 // What it takes to stop the script running on a PHP thread from another thread, the
-// way max_execution_time does: the thread and its execution timer.
+// way max_execution_time does: the thread and its execution timer; and to watch it:
+// its kernel thread id and its `EG(timed_out)` flag.
 typedef struct {
   pthread_t thread;
   void *timer;
+  pid_t tid;
+  void *timed_out;
 } pw_kill_slot;
 
 // One request as PHP needs it. Every string is NUL-terminated, owned by Rust and valid
@@ -165,6 +168,11 @@ extern pw_run_result pw_shim_run_script(const pw_shim_request *req,
 // exceeded" at its next instruction, interrupting a blocking sleep. False if no
 // signal could be sent. Safe from any thread while the slot's thread has its context.
 extern bool pw_shim_kill(const pw_kill_slot *slot);
+
+// Whether the script on the slot's thread passed its time limit (PHP's timer fired,
+// or pw_shim_kill was called) and has not reached a new request since. Safe from
+// any thread while the slot's thread has its context.
+extern bool pw_shim_timed_out(const pw_kill_slot *slot);
 
 // Output of the script. Output outside a request (a worker booting) goes to the log.
 size_t pw_rs_ub_write(void *ctx, const char *s, size_t len, bool *aborted);

@@ -73,6 +73,14 @@
 // `status` and `headers`; the final response follows in later calls.
 #define PHP_WORKER_RESPONSE_INFORMATIONAL 4
 
+// Response flag: the request ran past its deadline (PHP's time limit plus the engine's
+// grace) and its PHP thread is stuck. The host answers the client now (504 Gateway
+// Timeout, or a cut-off response when the headers already left) and drops later
+// output; `status`, `headers` and `body` are empty. The request's DONE still follows,
+// whenever the thread comes back. Sent at most once per request, from the core's
+// watchdog thread, never after DONE.
+#define PHP_WORKER_RESPONSE_EXPIRED 8
+
 // Log levels of the `log` callback.
 #define PHP_WORKER_LOG_DEBUG 0
 
@@ -153,7 +161,9 @@ typedef struct {
 } php_worker_response_t;
 
 // The host's callbacks, registered once with php_worker_engine_new(). Each is called
-// on a PHP thread, may block briefly (network writes) and must not unwind.
+// on a PHP thread (or, for PHP_WORKER_RESPONSE_EXPIRED and log lines about stuck
+// threads, on the core's watchdog thread), may block briefly (network writes) and must
+// not unwind.
 typedef struct {
   // Response data for the request `handle`. Returns 0, or non-zero when the client is
   // gone (PHP then sees an aborted connection). Called exactly once with
@@ -272,6 +282,19 @@ void php_worker_stores_configure(uint64_t shared_bytes, uint64_t local_bytes);
 php_worker_error_t *php_worker_engine_autoscale(const php_worker_engine_t *engine,
                                                 uint32_t max_threads,
                                                 uint64_t max_idle_ms);
+
+// Sets the hard deadline of requests: a request still running `grace_ms` after its PHP
+// time limit (`max_execution_time`, `set_time_limit()`) passed is answered with
+// PHP_WORKER_RESPONSE_EXPIRED from the core's watchdog thread, its thread is woken
+// until its blocking call returns, and its pool gets a replacement thread, for up to
+// `max_stuck` stuck threads at once. `grace_ms` < 0 turns this off. Takes effect at
+// once; does not block.
+//
+// # Safety
+// `engine` is live.
+php_worker_error_t *php_worker_engine_set_deadlines(const php_worker_engine_t *engine,
+                                                    int64_t grace_ms,
+                                                    uint32_t max_stuck);
 
 // Restarts a worker pool's script without refusing a request: a new generation of
 // threads boots (with `spec_json`, or the current settings when it is NULL) beside the

@@ -17,6 +17,7 @@ use crate::runtime::opcache;
 use crate::runtime::registry::{Registry, release_free_memory};
 use crate::runtime::thread::{Command, PHP_THREAD_STACK, PoolId, ThreadInfo};
 use crate::scaling::{Limits, Pools, Scaler};
+use crate::watchdog::{Deadlines, Watchdog};
 use crate::php::sys::{self, OpcacheHook, ShimVars};
 
 /// The classic pool's id.
@@ -40,6 +41,7 @@ pub struct Engine {
     /// A handful of pools, found by a scan (cheaper per request than hashing).
     pools: Pools,
     scaler: Mutex<Option<Scaler>>,
+    watchdog: Mutex<Option<Watchdog>>,
     queue_capacity: usize,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
@@ -80,12 +82,20 @@ impl Engine {
                 None
             }
         };
+        let watchdog = match Watchdog::start(pools.clone(), registry.clone(), host.clone()) {
+            Ok(watchdog) => Some(watchdog),
+            Err(e) => {
+                host.log(0, Level::Error, &format!("cannot start the watchdog thread ({e}): requests stuck past their deadline keep their threads"));
+                None
+            }
+        };
         host.log(0, Level::Info, &format!("PHP {} started", crate::PHP_VERSION));
         Ok(Engine {
             host,
             registry,
             pools,
             scaler: Mutex::new(scaler),
+            watchdog: Mutex::new(watchdog),
             queue_capacity: config.queue_capacity,
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
@@ -166,6 +176,19 @@ impl Engine {
     }
 
     /// The autoscaling limits in force.
+    /// Sets the hard deadline of requests (src/watchdog.rs).
+    pub fn set_deadlines(&self, deadlines: Deadlines) {
+        if let Some(watchdog) = self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            watchdog.set(deadlines);
+        }
+    }
+
+    /// The deadline settings, and how many requests the watchdog answered.
+    pub fn deadlines(&self) -> (Deadlines, u64) {
+        let watchdog = self.watchdog.lock().unwrap_or_else(|e| e.into_inner());
+        watchdog.as_ref().map_or((Deadlines::default(), 0), |w| (w.deadlines(), w.expired()))
+    }
+
     pub fn limits(&self) -> Limits {
         self.scaler.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|s| s.limits()).unwrap_or_default()
     }
@@ -184,6 +207,7 @@ impl Engine {
         };
         self.running.store(false, Ordering::Release);
         drop(self.scaler.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).take());
         let pools: Vec<Arc<Pool>> = std::mem::take(&mut *self.pools.write().unwrap_or_else(|e| e.into_inner()));
         for pool in &pools {
             pool.drain();

@@ -19,6 +19,7 @@
 //!   the store functions;
 //! - `pool`: a queue and its threads, worker generations;
 //! - `scaling`: the autoscaler thread (adds threads while requests wait, removes idle ones);
+//!   `watchdog`: the thread that ends requests stuck past their deadline;
 //! - `engine` (main thread, pool table, shutdown) and `stats` (snapshots);
 //! - `abi::exports`: every `extern "C"` function the host calls.
 //!
@@ -36,6 +37,7 @@ pub mod runtime;
 pub mod store;
 pub mod pool;
 pub mod scaling;
+pub mod watchdog;
 pub mod engine;
 pub mod stats;
 

@@ -416,6 +416,21 @@ impl Pool {
         idle.len()
     }
 
+    /// A thread of the pool is stuck past its request's deadline: it leaves the pool when
+    /// it comes back, and a new thread (of the current generation) takes its place now.
+    /// False when it is not a member that counts, or the pool drains.
+    pub fn replace_stuck(&self, thread: &ThreadInfo) -> bool {
+        let mut state = lock(&self.state);
+        if state.draining {
+            return false;
+        }
+        let Some(m) = Pool::member(&mut state, thread).filter(|m| !m.leaving) else { return false };
+        m.leaving = true;
+        m.thread.send(Command::Stop);
+        let generation = state.workers.as_ref().map(|w| w.current.clone());
+        self.spawn(&mut state, 1, generation.as_ref()).is_ok()
+    }
+
     /// The pool's name in log fields: the worker's, or "" for the classic pool.
     pub fn worker_name(&self) -> String {
         lock(&self.state).workers.as_ref().map_or_else(String::new, |w| w.current.spec.name.clone())

@@ -19,6 +19,10 @@ pub struct Stats {
     pub threads: Vec<ThreadStats>,
     pub pools: Vec<PoolStats>,
     pub opcache: OpcacheStats,
+    /// Threads whose request ran past its deadline and that have not come back.
+    pub stuck_threads: usize,
+    /// Requests answered because they ran past their deadline.
+    pub expired_requests: u64,
 }
 
 #[derive(Serialize, Debug)]
@@ -26,7 +30,9 @@ pub struct ThreadStats {
     pub index: usize,
     /// The OS thread's name: php-<index>.
     pub name: String,
-    /// starting, booting, standby, ready, busy, backoff, stopping.
+    /// starting, booting, standby, ready, busy, backoff, stopping, or stuck (its request
+    /// ran past its deadline and was answered 504; the thread waits for a call that does
+    /// not return).
     pub state: &'static str,
     pub pool: PoolId,
     /// The worker the thread runs; None for a classic thread.
@@ -52,7 +58,7 @@ pub fn collect(engine: &Engine) -> Stats {
             ThreadStats {
                 index: s.index,
                 name: t.name(),
-                state: s.state.name(),
+                state: if s.stuck { "stuck" } else { s.state.name() },
                 pool: s.pool,
                 worker: s.worker.map(|w| w.to_string()),
                 generation: s.generation,
@@ -64,5 +70,14 @@ pub fn collect(engine: &Engine) -> Stats {
         })
         .collect();
     threads.sort_by_key(|t| t.index);
-    Stats { max_threads: engine.limits().max_threads, histogram_bounds: &BUCKETS, threads, pools, opcache: opcache::gate().stats() }
+    let stuck_threads = threads.iter().filter(|t| t.state == "stuck").count();
+    Stats {
+        max_threads: engine.limits().max_threads,
+        histogram_bounds: &BUCKETS,
+        threads,
+        pools,
+        opcache: opcache::gate().stats(),
+        stuck_threads,
+        expired_requests: engine.deadlines().1,
+    }
 }

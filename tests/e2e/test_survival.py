@@ -1,11 +1,13 @@
 """What production does to PHP, and the server surviving it: OPcache restarts under load
 (opcache_reset() from deploy scripts, and the restarts OPcache schedules itself when its
-memory fills), and the line a fatal signal on a PHP thread leaves in the log."""
+memory fills), calls that never return, and the line a fatal signal on a PHP thread
+leaves in the log."""
 
 import ctypes
 import http.client
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -223,3 +225,121 @@ def test_a_stack_overflow_leaves_a_trail_and_ends_the_process_as_before(start_se
     assert line["uri"] == "/overflow.php" and line["php_function"] == "serialize"
     assert line["php_file"].endswith("/overflow.php") and line["php_line"] == 9
     srv.stop()
+
+
+class SilentServer:
+    """A TCP server on loopback that accepts connections and never answers: an API that
+    hangs."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.target = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.conns = []
+        self.thread = threading.Thread(target=self.accept, daemon=True)
+        self.thread.start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@pytest.fixture(scope="module")
+def deadlines(start_server):
+    """2 classic threads and a worker with 1 thread, max_execution_time 2 and a grace
+    of 1 s."""
+    srv = start_server("deadlines", app=SURVIVAL / "public", threads=4,
+                       global_extra="\t\tphp_ini max_execution_time 2\n\t\ttimeout_grace 1s\n",
+                       site_extra=survival_site().replace("num 3", "num 1"))
+    silent = SilentServer()
+    yield srv, silent
+    silent.close()
+    assert srv.stop() == 0
+
+
+def timed_get(srv, path, results, timeout=60):
+    start = time.monotonic()
+    try:
+        r = srv.get(path, timeout=timeout)
+        results.append((r.status, r.text, time.monotonic() - start))
+    except (OSError, http.client.HTTPException) as e:
+        results.append((0, repr(e), time.monotonic() - start))
+
+
+@pytest.mark.parametrize("kind", ["curl", "socket", "child"])
+@pytest.mark.parametrize("mode", ["classic", "worker"])
+def test_a_call_that_never_returns_is_ended_and_its_thread_replaced(deadlines, mode, kind):
+    """Every thread of a pool blocks in a call PHP's time limit cannot end. Each client
+    gets 504 at the time limit plus the grace, the pool serves meanwhile (replacement
+    threads), the log names the request, the thread and the system call, and the stuck
+    threads come back once their call is ended and leave the pool."""
+    srv, silent = deadlines
+    base = "/hang.php" if mode == "classic" else "/worker"
+    n = 3 if mode == "classic" else 1  # all of the pool's threads
+    since = len(srv.log_entries())
+    results = []
+    clients = [threading.Thread(target=timed_get, args=(srv, f"{base}?kind={kind}&target={silent.target}&n={i}", results))
+               for i in range(n)]
+    for c in clients:
+        c.start()
+    time.sleep(1)
+    # While the pool's threads are blocked, and after: the pool serves.
+    page = "/page.php" if mode == "classic" else "/worker"
+    want = ("page " if mode == "classic" else "worker ") + EXPECTED
+    start = time.monotonic()
+    r = srv.get(page, timeout=30)
+    served_in = time.monotonic() - start
+    for c in clients:
+        c.join(60)
+    assert [s for s, _, _ in results] == [504] * n, results
+    assert all("ran past its time limit" in text for _, text, _ in results)
+    waited = max(t for _, _, t in results)
+    print(f"\n{mode} {kind}: clients waited {waited:.1f} s for 504; another request waited {served_in:.1f} s")
+    assert waited < 10, "504 at about the time limit (2 s) plus the grace (1 s)"
+    assert (r.status, r.text) == (200, want), "the pool kept serving"
+    lines = srv.wait_log(lambda e: e.get("msg", "").startswith("request ran past its time limit"), timeout=10)
+    lines = [e for e in lines if base in e.get("uri", "")][-n:]
+    assert len(lines) >= n, lines
+    line = lines[-1]
+    assert line["level"] == "error" and line["thread"].startswith("php-") and line["method"] == "GET"
+    assert line["replaced"] is True and line["answered"] is True
+    assert line["syscall"] != "none", line
+    # The stuck threads come back (their blocking call is ended) and leave their pool.
+    stuck = {x["thread"] for x in lines}
+    back = srv.wait_log(lambda e: e.get("msg", "").startswith("a stuck PHP thread came back") and e["thread"] in stuck
+                        and e["ts"] >= line["ts"], timeout=15)
+    assert back, f"{stuck} came back"
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        threads = srv.threads()["threads"]
+        if not any(t["state"] == "stuck" for t in threads):
+            break
+        time.sleep(0.2)
+    assert not any(t["state"] == "stuck" for t in srv.threads()["threads"]), srv.threads()
+    assert metric(srv, "php_worker_stuck_threads") == {"": 0.0}
+    assert metric(srv, "php_worker_expired_requests_total")[""] >= n
+    for _ in range(4):  # every thread serves again
+        r = srv.get(page, timeout=10)
+        assert (r.status, r.text) == (200, want)
+
+
+def test_set_time_limit_sets_the_deadline_too(deadlines):
+    """set_time_limit(1) counts from the call: the client gets its 504 about 1 s + the
+    grace after it, sooner than with the configured 2 s."""
+    srv, silent = deadlines
+    results = []
+    timed_get(srv, f"/hang.php?kind=child&limit=1&target={silent.target}", results)
+    status, text, waited = results[0]
+    assert status == 504, results
+    print(f"\nset_time_limit(1): 504 after {waited:.1f} s")
+    assert waited < 5

@@ -213,6 +213,25 @@ pub unsafe extern "C" fn php_worker_engine_autoscale(engine: *const EngineHandle
     })
 }
 
+/// Sets the hard deadline of requests: a request still running `grace_ms` after its PHP
+/// time limit (`max_execution_time`, `set_time_limit()`) passed is answered with
+/// PHP_WORKER_RESPONSE_EXPIRED from the core's watchdog thread, its thread is woken
+/// until its blocking call returns, and its pool gets a replacement thread, for up to
+/// `max_stuck` stuck threads at once. `grace_ms` < 0 turns this off. Takes effect at
+/// once; does not block.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_set_deadlines(engine: *const EngineHandle, grace_ms: i64, max_stuck: u32) -> *mut ErrorHandle {
+    catch(|| {
+        let engine = unsafe { engine_ref(engine)? };
+        let grace = u64::try_from(grace_ms).ok().map(Duration::from_millis);
+        engine.set_deadlines(crate::watchdog::Deadlines { grace, max_stuck: max_stuck as usize });
+        Ok(())
+    })
+}
+
 /// Restarts a worker pool's script without refusing a request: a new generation of
 /// threads boots (with `spec_json`, or the current settings when it is NULL) beside the
 /// running one, which keeps serving. With `activate`, each new thread that boots

@@ -29,6 +29,13 @@ pub const PHP_WORKER_RESPONSE_DONE: u32 = 2;
 /// Response flag: an informational (1xx) response, such as 103 Early Hints, carrying
 /// `status` and `headers`; the final response follows in later calls.
 pub const PHP_WORKER_RESPONSE_INFORMATIONAL: u32 = 4;
+/// Response flag: the request ran past its deadline (PHP's time limit plus the engine's
+/// grace) and its PHP thread is stuck. The host answers the client now (504 Gateway
+/// Timeout, or a cut-off response when the headers already left) and drops later
+/// output; `status`, `headers` and `body` are empty. The request's DONE still follows,
+/// whenever the thread comes back. Sent at most once per request, from the core's
+/// watchdog thread, never after DONE.
+pub const PHP_WORKER_RESPONSE_EXPIRED: u32 = 8;
 
 /// Log levels of the `log` callback.
 pub const PHP_WORKER_LOG_DEBUG: i32 = 0;
@@ -90,7 +97,9 @@ pub struct Response {
 }
 
 /// The host's callbacks, registered once with php_worker_engine_new(). Each is called
-/// on a PHP thread, may block briefly (network writes) and must not unwind.
+/// on a PHP thread (or, for PHP_WORKER_RESPONSE_EXPIRED and log lines about stuck
+/// threads, on the core's watchdog thread), may block briefly (network writes) and must
+/// not unwind.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Callbacks {

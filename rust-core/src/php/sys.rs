@@ -79,12 +79,15 @@ pub struct PhpLogLine {
 }
 
 /// What it takes to stop the script running on a PHP thread from another thread, the
-/// way max_execution_time does: the thread and its execution timer.
+/// way max_execution_time does: the thread and its execution timer; and to watch it:
+/// its kernel thread id and its `EG(timed_out)` flag.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct KillSlot {
     pub thread: libc::pthread_t,
     pub timer: *mut c_void,
+    pub tid: libc::pid_t,
+    pub timed_out: *mut c_void,
 }
 
 // SAFETY: a pthread id and an address only used as a signal's payload.
@@ -134,4 +137,8 @@ unsafe extern "C" {
     /// exceeded" at its next instruction, interrupting a blocking sleep. False if no
     /// signal could be sent. Safe from any thread while the slot's thread has its context.
     pub fn pw_shim_kill(slot: *const KillSlot) -> bool;
+    /// Whether the script on the slot's thread passed its time limit (PHP's timer fired,
+    /// or pw_shim_kill was called) and has not reached a new request since. Safe from
+    /// any thread while the slot's thread has its context.
+    pub fn pw_shim_timed_out(slot: *const KillSlot) -> bool;
 }

@@ -3,8 +3,10 @@
 //! reach it through that pointer.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use super::Request;
+use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
 use crate::host::{Host, Level, LogField};
 use crate::php::sys::ShimRequest;
@@ -69,6 +71,8 @@ pub struct RequestContext {
     /// DONE went to the host (fastcgi_finish_request): later output is dropped and the
     /// host's handle is no longer valid.
     detached: bool,
+    /// Lets the watchdog end the request from outside (src/request/expiry.rs).
+    expiry: Option<Arc<Expiry>>,
 }
 
 impl RequestContext {
@@ -86,6 +90,15 @@ impl RequestContext {
             aborted: false,
             body_failed: false,
             detached: sink == Sink::Log,
+            expiry: None,
+        }
+    }
+
+    /// The watchdog may expire this request through `expiry` until its DONE.
+    pub fn watch(&mut self, expiry: Arc<Expiry>) {
+        if self.sink == Sink::Client {
+            expiry.arm(self.request.handle);
+            self.expiry = Some(expiry);
         }
     }
 
@@ -287,6 +300,9 @@ impl RequestContext {
             self.status = 408;
             self.scratch.header_spans.clear();
             self.scratch.output.clear();
+        }
+        if let Some(expiry) = &self.expiry {
+            expiry.disarm();
         }
         self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
         self.detached = true;

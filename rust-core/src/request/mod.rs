@@ -3,6 +3,7 @@
 //! ([`context::RequestContext`]).
 
 pub mod context;
+pub mod expiry;
 pub mod sapi;
 
 use std::cell::Cell;

@@ -28,6 +28,7 @@ fn run(request: Box<Request>) -> bool {
         (t.info.clone(), std::mem::take(&mut t.scratch))
     });
     let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+    ctx.watch(info.expiry.clone());
     let req = ctx.shim();
     let mut outcome = RunOutcome::default();
     let inside = opcache::gate().enter();

@@ -29,6 +29,27 @@ struct Slot {
     info: Arc<ThreadInfo>,
     join: JoinHandle<()>,
     ctl: crossbeam_channel::Sender<Command>,
+    /// The signal stack of the slot's threads: a thread keeps it until it has exited
+    /// (Go's runtime records it on the thread's first callback and relies on it until
+    /// then), so it is reused only after a join.
+    signal_stack: Box<[u8]>,
+}
+
+/// Size of a PHP thread's signal stack: the crash trail (csrc/crash.c) and Go's
+/// handler run on it, also after the thread's own stack overflowed.
+const SIGNAL_STACK: usize = 64 * 1024;
+
+/// Makes `stack` the calling thread's signal stack, unless it has one.
+fn use_signal_stack(stack: usize) {
+    // SAFETY: `stack` points to SIGNAL_STACK bytes that outlive this thread (see Slot).
+    unsafe {
+        let mut current: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut current) == 0 && current.ss_flags & libc::SS_DISABLE == 0 {
+            return;
+        }
+        let ss = libc::stack_t { ss_sp: stack as *mut libc::c_void, ss_flags: 0, ss_size: SIGNAL_STACK };
+        libc::sigaltstack(&ss, std::ptr::null_mut());
+    }
 }
 
 impl Registry {
@@ -37,10 +58,12 @@ impl Registry {
         let mut slots = lock(&self.slots);
         // Reuse the index of a thread that ended.
         let index = slots.iter().position(|s| s.as_ref().is_none_or(|s| s.info.state() == ThreadState::Done && s.join.is_finished()));
+        let mut signal_stack = None;
         let index = match index {
             Some(i) => {
                 if let Some(old) = slots[i].take() {
                     let _ = old.join.join();
+                    signal_stack = Some(old.signal_stack);
                 }
                 i
             }
@@ -49,15 +72,20 @@ impl Registry {
                 slots.len() - 1
             }
         };
+        let signal_stack = signal_stack.unwrap_or_else(|| vec![0u8; SIGNAL_STACK].into_boxed_slice());
+        let stack_addr = signal_stack.as_ptr() as usize;
         let info = Arc::new(ThreadInfo::new(index, assignment.pool, assignment.generation()));
         let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
         let (thread_info, thread_host, registry) = (info.clone(), host.clone(), self.clone());
         let join = std::thread::Builder::new()
             .name(info.name())
             .stack_size(PHP_THREAD_STACK)
-            .spawn(move || run(thread_info, thread_host, registry, ctl_rx, assignment))
+            .spawn(move || {
+                use_signal_stack(stack_addr);
+                run(thread_info, thread_host, registry, ctl_rx, assignment)
+            })
             .map_err(|e| Error::Startup(format!("cannot spawn a PHP thread: {e}")))?;
-        slots[index] = Some(Slot { info: info.clone(), join, ctl: ctl_tx.clone() });
+        slots[index] = Some(Slot { info: info.clone(), join, ctl: ctl_tx.clone(), signal_stack });
         Ok(ThreadHandle::new(info, ctl_tx))
     }
 

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use super::generation::Generation;
 use crate::host::{Host, Level};
 use crate::layout::Strings;
 use crate::php::sys::{self, KillSlot};
+use crate::request::expiry::Expiry;
 use crate::request::{Request, RequestContext, Scratch};
 use crate::store::LocalStore;
 
@@ -97,6 +98,11 @@ pub struct ThreadInfo {
     worker: Mutex<Option<Arc<str>>>,
     /// Set while the thread has a PHP context.
     kill: Mutex<Option<KillSlot>>,
+    /// Lets the watchdog answer the thread's request from outside (src/watchdog.rs).
+    pub expiry: Arc<Expiry>,
+    /// The watchdog gave up on the thread's request: it is stuck in a call that does not
+    /// return, and a replacement serves its pool.
+    stuck: AtomicBool,
 }
 
 #[derive(Default, Clone)]
@@ -117,6 +123,7 @@ pub struct ThreadSnapshot {
     pub method: String,
     pub uri: String,
     pub worker: Option<Arc<str>>,
+    pub stuck: bool,
 }
 
 static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
@@ -147,6 +154,8 @@ impl ThreadInfo {
             current: Mutex::new(CurrentRequest::default()),
             worker: Mutex::new(None),
             kill: Mutex::new(None),
+            expiry: Arc::default(),
+            stuck: AtomicBool::new(false),
         }
     }
 
@@ -215,6 +224,7 @@ impl ThreadInfo {
             method: current.method,
             uri: current.uri,
             worker: lock(&self.worker).clone(),
+            stuck: self.is_stuck(),
         }
     }
 
@@ -222,6 +232,36 @@ impl ThreadInfo {
     /// is freed.
     pub(super) fn set_kill(&self, slot: Option<KillSlot>) {
         *lock(&self.kill) = slot;
+    }
+
+    /// Whether the watchdog gave up on the request the thread runs.
+    pub fn is_stuck(&self) -> bool {
+        self.stuck.load(Ordering::Relaxed)
+    }
+
+    pub fn set_stuck(&self, stuck: bool) -> bool {
+        self.stuck.swap(stuck, Ordering::Relaxed)
+    }
+
+    /// The request the thread runs, if busy: (requests served before it, method, URI).
+    pub fn current_request(&self) -> Option<(u64, String, String)> {
+        if self.state() != ThreadState::Busy {
+            return None;
+        }
+        let current = lock(&self.current).clone();
+        Some((self.requests.load(Ordering::Relaxed), current.method, current.uri))
+    }
+
+    /// Whether the script passed its time limit; false without a PHP context.
+    pub fn timed_out(&self) -> bool {
+        let slot = lock(&self.kill);
+        // SAFETY: as in kill(): the slot's context lives while the slot is set.
+        slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_timed_out(slot) })
+    }
+
+    /// The thread's kernel id while it has a PHP context.
+    pub fn tid(&self) -> Option<libc::pid_t> {
+        lock(&self.kill).as_ref().map(|slot| slot.tid)
     }
 
     /// Stops the thread's script the way a timeout does. False when it has no PHP
@@ -557,6 +597,13 @@ impl PhpThread {
         let now = Instant::now();
         self.assignment.counters.duration.observe(now.saturating_duration_since(self.request_started));
         self.info.end_request(memory, now);
+        if self.info.set_stuck(false) {
+            let stuck_for = now.saturating_duration_since(self.request_started).as_secs_f64();
+            self.host.event(0, Level::Warn, "a stuck PHP thread came back: its request ended, and the thread leaves its pool", &[
+                ("thread", self.info.name().into()),
+                ("request_seconds", ((stuck_for * 10.0).round() / 10.0).into()),
+            ]);
+        }
     }
 
     /// Logs on behalf of this thread, outside any request.

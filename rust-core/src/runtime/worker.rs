@@ -250,7 +250,9 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
         let run = t.run.as_mut().expect("checked by with_run");
         let ctx = match job {
             Some(Job::Request(request)) => {
-                run.in_flight = Box::into_raw(Box::new(RequestContext::new(request, scratch, Sink::Client)));
+                let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+                ctx.watch(t.info.expiry.clone());
+                run.in_flight = Box::into_raw(ctx);
                 run.in_flight
             }
             Some(Job::Leave(leave)) => {

@@ -1,0 +1,211 @@
+//! The watchdog: a hard deadline for every request, enforced from outside PHP.
+//!
+//! PHP's `max_execution_time` (and `set_time_limit()`) ends a script at its next
+//! instruction once its timer fires, and interrupts `sleep()`; but a script blocked in a
+//! call that retries on EINTR (curl to a server that never answers, a socket read, a
+//! child process) stays blocked, and holds its thread and its client for as long. The
+//! watchdog thread (`php-watchdog`) looks at busy threads four times a second. When a
+//! thread's request passed its PHP time limit (the thread's `EG(timed_out)` is set) and
+//! is still running `grace` later:
+//! - its client is answered now (504, or a cut-off response when the headers already
+//!   left; src/request/expiry.rs), with a log line naming the request, the thread and
+//!   the system call it is blocked in;
+//! - its pool gets a replacement thread at once (up to `max_stuck` stuck threads), and
+//!   the stuck one leaves the pool when it comes back;
+//! - the thread is woken: PHP's timer signal again, and what the call waits on is ended
+//!   (unblock.rs), every second, until the call returns and PHP ends the request as a
+//!   timeout.
+
+pub mod unblock;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::host::{Host, Level};
+use crate::pool::Pool;
+use crate::runtime::registry::Registry;
+use crate::runtime::thread::ThreadInfo;
+use crate::scaling::Pools;
+
+/// How often busy threads are looked at.
+const TICK: Duration = Duration::from_millis(250);
+/// How often a stuck thread is woken again.
+const WAKE_EVERY: Duration = Duration::from_secs(1);
+
+/// The deadline settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// How long past its PHP time limit a request may run before the watchdog ends it;
+    /// None: never.
+    pub grace: Option<Duration>,
+    /// At most this many stuck threads get a replacement.
+    pub max_stuck: usize,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines { grace: Some(Duration::from_secs(5)), max_stuck: 16 }
+    }
+}
+
+struct Shared {
+    state: Mutex<(Deadlines, bool)>, // the settings, and whether the watchdog must stop
+    wake: Condvar,
+    /// Requests the watchdog answered.
+    expired: std::sync::atomic::AtomicU64,
+}
+
+/// The watchdog thread of an engine. Dropping it stops the thread.
+pub struct Watchdog {
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// What the watchdog knows of one thread.
+struct Watch {
+    /// The thread's served-requests count when its current request was first seen.
+    request: u64,
+    /// When the request was first seen past its time limit.
+    timed_out_at: Option<Instant>,
+    /// It was given up on; when it was last woken.
+    stuck_since: Option<Instant>,
+    last_wake: Instant,
+}
+
+impl Watchdog {
+    pub fn start(pools: Pools, registry: Arc<Registry>, host: Arc<Host>) -> std::io::Result<Watchdog> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new((Deadlines::default(), false)),
+            wake: Condvar::new(),
+            expired: Default::default(),
+        });
+        let state = shared.clone();
+        let handle =
+            std::thread::Builder::new().name("php-watchdog".into()).spawn(move || run(&state, &pools, &registry, &host))?;
+        Ok(Watchdog { shared, handle: Some(handle) })
+    }
+
+    pub fn set(&self, deadlines: Deadlines) {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).0 = deadlines;
+    }
+
+    pub fn deadlines(&self) -> Deadlines {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Requests answered because they ran past their deadline.
+    pub fn expired(&self) -> u64 {
+        self.shared.expired.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.shared.wake.notify_all();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
+    let mut watches: HashMap<usize, Watch> = HashMap::new();
+    loop {
+        let deadlines = {
+            let guard = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (guard, _) = shared.wake.wait_timeout(guard, TICK).unwrap_or_else(|e| e.into_inner());
+            if guard.1 {
+                return;
+            }
+            guard.0
+        };
+        let Some(grace) = deadlines.grace else {
+            watches.clear();
+            continue;
+        };
+        let now = Instant::now();
+        let threads = registry.threads();
+        let mut stuck = threads.iter().filter(|t| t.is_stuck()).count();
+        watches.retain(|index, _| threads.iter().any(|t| t.index == *index));
+        for info in &threads {
+            let Some((request, method, uri)) = info.current_request() else {
+                watches.remove(&info.index);
+                continue;
+            };
+            let watch = watches.entry(info.index).or_insert(Watch { request, timed_out_at: None, stuck_since: None, last_wake: now });
+            if watch.request != request {
+                *watch = Watch { request, timed_out_at: None, stuck_since: None, last_wake: now };
+            }
+            if watch.stuck_since.is_some() {
+                if now.duration_since(watch.last_wake) >= WAKE_EVERY {
+                    watch.last_wake = now;
+                    wake(info, host, false);
+                }
+                continue;
+            }
+            if watch.timed_out_at.is_none() && info.timed_out() {
+                watch.timed_out_at = Some(now);
+            }
+            let Some(at) = watch.timed_out_at else { continue };
+            if now.duration_since(at) < grace {
+                continue;
+            }
+            // Given up on: answer the client, replace the thread, wake it.
+            let expired = info.expiry.expire(host);
+            if expired {
+                shared.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            watch.stuck_since = Some(now);
+            watch.last_wake = now;
+            info.set_stuck(true);
+            stuck += 1;
+            let replaced = stuck <= deadlines.max_stuck && replace(pools, info);
+            let blocked = info.tid().and_then(unblock::inspect);
+            host.event(0, Level::Error, "request ran past its time limit: its client got 504 and its thread is stuck", &[
+                ("method", method.into()),
+                ("uri", uri.into()),
+                ("thread", info.name().into()),
+                ("worker", info.snapshot().worker.map_or(String::new(), |w| w.to_string()).into()),
+                ("grace_ms", (grace.as_millis() as u64).into()),
+                ("answered", expired.into()),
+                ("replaced", replaced.into()),
+                ("stuck_threads", stuck.into()),
+                ("syscall", blocked.as_ref().map_or_else(|| "none".to_owned(), |b| b.call.clone()).into()),
+                ("waits_on", blocked.as_ref().map_or_else(Vec::new, |b| b.describe_fds()).join(" ").into()),
+            ]);
+            if !replaced && stuck > deadlines.max_stuck {
+                host.event(0, Level::Error, "too many stuck PHP threads: no replacement; the pool serves with fewer threads", &[
+                    ("stuck_threads", stuck.into()),
+                    ("max_stuck_threads", deadlines.max_stuck.into()),
+                ]);
+            }
+            wake(info, host, true);
+        }
+    }
+}
+
+/// Gives the pool of a stuck thread a replacement.
+fn replace(pools: &Pools, info: &ThreadInfo) -> bool {
+    let pool: Option<Arc<Pool>> = pools.read().unwrap_or_else(|e| e.into_inner()).iter().find(|p| p.id == info.pool()).cloned();
+    pool.is_some_and(|p| p.replace_stuck(info))
+}
+
+/// Ends what the thread's call waits on, and interrupts the call. (In that order: right
+/// after the signal the thread runs for a moment, retrying its call, and /proc shows no
+/// call to inspect.)
+fn wake(info: &ThreadInfo, host: &Host, first: bool) {
+    let blocked = info.tid().and_then(|tid| unblock::inspect(tid).map(|b| (tid, b)));
+    let done = blocked.as_ref().map_or_else(Vec::new, |(tid, b)| unblock::release(*tid, b));
+    info.kill();
+    let Some((_, blocked)) = blocked else { return };
+    if !done.is_empty() || first {
+        host.event(0, if done.is_empty() { Level::Debug } else { Level::Warn }, "waking a stuck PHP thread", &[
+            ("thread", info.name().into()),
+            ("syscall", blocked.call.as_str().into()),
+            ("done", done.join("; ").into()),
+        ]);
+    }
+}
