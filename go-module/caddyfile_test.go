@@ -27,6 +27,8 @@ func TestGlobalOption(t *testing.T) {
 		response_buffer 256KiB
 		response_buffer_total 32MB
 		max_wait_time 2s
+		timeout_grace 3s
+		max_stuck_threads 4
 		php_ini memory_limit 256M
 		php_ini {
 			display_errors 0
@@ -46,6 +48,8 @@ func TestGlobalOption(t *testing.T) {
 		ResponseBuffer:      256 << 10,
 		ResponseBufferTotal: 32000000,
 		MaxWaitTime:         caddy.Duration(2 * time.Second),
+		TimeoutGrace:        caddy.Duration(3 * time.Second),
+		MaxStuckThreads:     4,
 		PHPIni:              map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
 	}
 	if !reflect.DeepEqual(app, want) {
@@ -71,6 +75,9 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\nresponse_buffer_total off\n}": "response_buffer_total must be a size",
 		"php_worker {\nresponse_buffer 1MB 2MB\n}":   "argument",
 		"php_worker {\nnonsense 1\n}":                "unknown php_worker option",
+		"php_worker {\ntimeout_grace 0s\n}":          "timeout_grace must be a positive duration",
+		"php_worker {\ntimeout_grace\n}":             "argument",
+		"php_worker {\nmax_stuck_threads 0\n}":       "max_stuck_threads must be a positive integer",
 		"php_worker extra":                           "argument",
 	} {
 		var app App
@@ -354,6 +361,20 @@ func TestResponseBufferOff(t *testing.T) {
 	}
 	if !app.UnbufferedResponses || app.ResponseBuffer != 0 {
 		t.Errorf("response_buffer off: got %+v", app)
+	}
+}
+
+func TestTimeoutGraceOff(t *testing.T) {
+	var app App
+	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser("php_worker {\ntimeout_grace off\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if app.TimeoutGrace >= 0 {
+		t.Errorf("timeout_grace off: got %v, want a negative duration", app.TimeoutGrace)
+	}
+	app.setup(caddy.Context{})
+	if app.TimeoutGrace >= 0 || app.MaxStuckThreads != defaultMaxStuckThreads {
+		t.Errorf("defaults must keep off: got %v, %d", app.TimeoutGrace, app.MaxStuckThreads)
 	}
 }
 

@@ -343,3 +343,19 @@ def test_set_time_limit_sets_the_deadline_too(deadlines):
     assert status == 504, results
     print(f"\nset_time_limit(1): 504 after {waited:.1f} s")
     assert waited < 5
+
+
+def test_a_stuck_request_whose_headers_left_is_cut_off(deadlines):
+    """When the response had started, the client cannot get a 504: the response is cut
+    off instead (no end of the chunked body), so it is never taken as complete."""
+    srv, silent = deadlines
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    start = time.monotonic()
+    conn.request("GET", f"/hang.php?kind=socket&flush=1&target={silent.target}")
+    r = conn.getresponse()
+    assert r.status == 200
+    with pytest.raises(http.client.IncompleteRead) as cut:
+        r.read()
+    assert cut.value.partial == b"partial\n"
+    assert time.monotonic() - start < 10
+    conn.close()

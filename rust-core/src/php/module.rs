@@ -127,7 +127,11 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     ])
 }
 
-/// The module entry for the SAPI's startup.
+/// The module entry for the SAPI's startup: built once per process. Building it leaks
+/// its function table (ext-php-rs hands PHP raw pointers it never takes back); PHP uses
+/// the entry in place and resets it at shutdown, as it does with its built-in modules'
+/// static entries, so one serves every engine start.
 pub fn module_entry() -> *mut ModuleEntry {
-    get_module()
+    static ENTRY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *ENTRY.get_or_init(|| get_module() as usize) as *mut ModuleEntry
 }
