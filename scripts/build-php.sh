@@ -82,7 +82,7 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 fi
 
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
-recipe_version=4
+recipe_version=5
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
 
 # One build at a time: a second run (another shell sourcing scripts/env.sh) waits for

@@ -131,7 +131,7 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
         let mut stuck = threads.iter().filter(|t| t.is_stuck()).count();
         watches.retain(|index, _| threads.iter().any(|t| t.index == *index));
         for info in &threads {
-            let Some((request, method, uri)) = info.current_request() else {
+            let Some((request, method, uri, script)) = info.current_request() else {
                 watches.remove(&info.index);
                 continue;
             };
@@ -167,6 +167,7 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
             host.event(0, Level::Error, "request ran past its time limit: its client got 504 and its thread is stuck", &[
                 ("method", method.into()),
                 ("uri", uri.into()),
+                ("script", script.into()),
                 ("thread", info.name().into()),
                 ("worker", info.snapshot().worker.map_or(String::new(), |w| w.to_string()).into()),
                 ("grace_ms", (grace.as_millis() as u64).into()),

@@ -109,6 +109,8 @@ pub struct ThreadInfo {
 struct CurrentRequest {
     method: String,
     uri: String,
+    /// The script it runs (for the watchdog's log line).
+    script: String,
 }
 
 /// A copy of a thread's state.
@@ -176,13 +178,15 @@ impl ThreadInfo {
     }
 
     /// A request starts: busy, showing its method and URI.
-    pub fn begin_request(&self, method: &[u8], uri: &[u8]) {
+    pub fn begin_request(&self, method: &[u8], uri: &[u8], script: &[u8]) {
         self.set_state(ThreadState::Busy);
         let mut current = lock(&self.current);
         current.method.clear();
         current.method.push_str(&String::from_utf8_lossy(method));
         current.uri.clear();
         current.uri.push_str(&String::from_utf8_lossy(&uri[..uri.len().min(MAX_SHOWN_URI)]));
+        current.script.clear();
+        current.script.push_str(&String::from_utf8_lossy(script));
     }
 
     /// A request ended; `memory` is what PHP used when it ended. The thread stays busy
@@ -243,13 +247,14 @@ impl ThreadInfo {
         self.stuck.swap(stuck, Ordering::Relaxed)
     }
 
-    /// The request the thread runs, if busy: (requests served before it, method, URI).
-    pub fn current_request(&self) -> Option<(u64, String, String)> {
+    /// The request the thread runs, if busy: (requests served before it, method, URI,
+    /// script).
+    pub fn current_request(&self) -> Option<(u64, String, String, String)> {
         if self.state() != ThreadState::Busy {
             return None;
         }
         let current = lock(&self.current).clone();
-        Some((self.requests.load(Ordering::Relaxed), current.method, current.uri))
+        Some((self.requests.load(Ordering::Relaxed), current.method, current.uri, current.script))
     }
 
     /// Whether the script passed its time limit; false without a PHP context.
@@ -588,7 +593,8 @@ impl PhpThread {
     pub fn begin_request(&mut self, request: &Request) {
         self.request_started = Instant::now();
         self.assignment.counters.wait.observe(self.request_started.saturating_duration_since(request.created()));
-        self.info.begin_request(request.field(crate::abi::types::Field::Method), request.field(crate::abi::types::Field::RequestUri));
+        use crate::abi::types::Field;
+        self.info.begin_request(request.field(Field::Method), request.field(Field::RequestUri), request.field(Field::ScriptFilename));
     }
 
     /// The request started by [`PhpThread::begin_request`] ended; `memory` is what PHP
