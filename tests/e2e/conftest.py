@@ -119,14 +119,23 @@ class Server:
             time.sleep(0.05)
         return []
 
-    def request(self, path, method="GET", body=None, headers=None, timeout=30):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return Response(r.status, r.reason, r.getheaders(), r.read())
-        finally:
-            conn.close()
+    def request(self, path, method="GET", body=None, headers=None, timeout=30, resend=False):
+        """One request on a new connection. With resend, a GET whose connection closed
+        unanswered is sent again, up to 3 tries, as HTTP clients do: right after a config
+        load Caddy may close a connection its old listener accepted (see the README's
+        reload section)."""
+        for attempt in range(3 if resend and method == "GET" else 1):
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            try:
+                conn.request(method, path, body=body, headers=headers or {})
+                r = conn.getresponse()
+                return Response(r.status, r.reason, r.getheaders(), r.read())
+            except (http.client.RemoteDisconnected, ConnectionResetError):
+                if attempt == 2 or not resend or method != "GET":
+                    raise
+                time.sleep(0.05)
+            finally:
+                conn.close()
 
     def post_early_answer(self, path, body, headers, timeout=30):
         """A request whose body the server may stop reading (it answered early and

@@ -149,7 +149,7 @@ def test_admin_restart_counts_restarts_and_metrics_survive_a_reload(ops):
     assert status == 200, body
     status, body = ops.load((ops.workdir / "Caddyfile").read_text(), force=True)
     assert status == 200, body
-    assert ops.get("/counter").status == 200
+    assert ops.get("/counter", resend=True).status == 200
     after = poll(lambda: (lambda m: m if metric(m, "php_worker_worker_restarts_total", worker="crashy")
                           - metric(before, "php_worker_worker_restarts_total", worker="crashy") >= 2 else None)(scrape(ops)))
     assert after, "the admin restart and the reload each replaced crashy's thread"
