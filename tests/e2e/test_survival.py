@@ -192,6 +192,7 @@ def test_a_fatal_signal_on_a_busy_php_thread_leaves_a_trail(start_server, mode):
     uri = "/busy.php?busy=20" if mode == "classic" else "/worker?busy=20"
     threading.Thread(target=request_until_the_end, args=(srv, uri), daemon=True).start()
     name = busy_thread(srv, uri)
+    time.sleep(0.5)  # the thread shows busy as its request starts: let busy.php's loop run
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.tgkill(srv.proc.pid, php_thread_tid(srv, name), signal.SIGSEGV) == 0
     deadline = time.time() + 10
