@@ -116,6 +116,10 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
     loop {
         let deadlines = {
             let guard = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            // A stop asked while this thread worked would otherwise wait a whole tick.
+            if guard.1 {
+                return;
+            }
             let (guard, _) = shared.wake.wait_timeout(guard, TICK).unwrap_or_else(|e| e.into_inner());
             if guard.1 {
                 return;
