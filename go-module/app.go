@@ -83,6 +83,25 @@ type App struct {
 	// with its defaults. Caddyfile: response_buffer off.
 	UnbufferedResponses bool `json:"unbuffered_responses,omitempty"`
 
+	// Memory one request body may take while it is read before PHP runs, in bytes: a
+	// PHP thread is taken only once the whole body has arrived, and past this bound the
+	// rest of it waits in a temporary file (in $TMPDIR, deleted when the request ends).
+	// So slow uploads hold goroutines and disk, never PHP threads, and a client that
+	// stalls is ended by Caddy's read timeouts (timeouts read_body) with 408. Default:
+	// 1MiB. Bodies of up to 64KiB always travel with the request.
+	RequestBuffer int64 `json:"request_buffer,omitempty"`
+
+	// Memory all request bodies together may take that way, in bytes: past it, bodies
+	// spill to their files sooner. Default: 64MiB.
+	RequestBufferTotal int64 `json:"request_buffer_total,omitempty"`
+
+	// Turns request buffering off: PHP reads bodies larger than 64KiB from the client
+	// as it goes, as FrankenPHP does. That suits an app that reads a large upload as a
+	// stream (php://input) and wants its first bytes early, or a server behind a proxy
+	// that buffers uploads itself (nginx with its defaults); otherwise a slow upload
+	// holds a PHP thread for as long as it lasts. Caddyfile: request_buffer off.
+	UnbufferedRequests bool `json:"unbuffered_requests,omitempty"`
+
 	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
 	// reload restarts PHP (requests wait meanwhile).
 	PHPIni map[string]string `json:"php_ini,omitempty"`
@@ -175,6 +194,12 @@ func (a *App) setup(ctx caddy.Context) {
 	if a.ResponseBufferTotal == 0 {
 		a.ResponseBufferTotal = defaultResponseBufferTotal
 	}
+	if a.RequestBuffer == 0 {
+		a.RequestBuffer = defaultRequestBuffer
+	}
+	if a.RequestBufferTotal == 0 {
+		a.RequestBufferTotal = defaultRequestBufferTotal
+	}
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
 
@@ -207,6 +232,12 @@ func (a *App) Validate() error {
 	}
 	if a.ResponseBuffer > a.ResponseBufferTotal {
 		return fmt.Errorf("response_buffer (%d bytes) must not exceed response_buffer_total (%d bytes)", a.ResponseBuffer, a.ResponseBufferTotal)
+	}
+	if a.RequestBuffer < 0 || a.RequestBufferTotal < 0 {
+		return fmt.Errorf("request_buffer and request_buffer_total must not be negative")
+	}
+	if a.RequestBuffer > a.RequestBufferTotal {
+		return fmt.Errorf("request_buffer (%d bytes) must not exceed request_buffer_total (%d bytes)", a.RequestBuffer, a.RequestBufferTotal)
 	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
@@ -334,6 +365,11 @@ func (a *App) Cleanup() error {
 
 func (a *App) maxWaitTime() time.Duration {
 	return time.Duration(a.MaxWaitTime)
+}
+
+// requestBufferPolicy says how request bodies wait for PHP (body.go).
+func (a *App) requestBufferPolicy() bufferPolicy {
+	return bufferPolicy{limit: a.RequestBuffer, total: a.RequestBufferTotal, off: a.UnbufferedRequests}
 }
 
 func (a *App) bufferPolicy() bufferPolicy {

@@ -30,6 +30,8 @@ import (
 //			local_store_size <size>
 //			response_buffer <size>|off
 //			response_buffer_total <size>
+//			request_buffer <size>|off
+//			request_buffer_total <size>
 //			php_ini <key> <value>
 //			php_ini {
 //				<key> <value>
@@ -61,7 +63,10 @@ import (
 // response_buffer (default 1MiB) and response_buffer_total (default
 // 64MiB) bound the memory responses wait in while clients are slower than PHP, before
 // they wait in temporary files, and response_buffer off makes PHP threads write to
-// clients themselves (see App.UnbufferedResponses); php_ini overrides php.ini settings and may repeat;
+// clients themselves (see App.UnbufferedResponses); request_buffer (default 1MiB)
+// and request_buffer_total (default 64MiB) bound the memory request bodies are read
+// into before PHP runs, before they go to temporary files, and request_buffer off lets
+// PHP read large bodies from the client itself (see App.UnbufferedRequests); php_ini overrides php.ini settings and may repeat;
 // worker starts a worker script for every site (see WorkerConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.Next() {
@@ -92,13 +97,18 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 				a.MaxIdleTime = dur
-			case "shared_store_size", "local_store_size", "response_buffer", "response_buffer_total":
+			case "shared_store_size", "local_store_size", "response_buffer", "response_buffer_total",
+				"request_buffer", "request_buffer_total":
 				var v string
 				if !d.AllArgs(&v) {
 					return d.ArgErr()
 				}
 				if name == "response_buffer" && v == "off" {
 					a.UnbufferedResponses = true
+					continue
+				}
+				if name == "request_buffer" && v == "off" {
+					a.UnbufferedRequests = true
 					continue
 				}
 				n, err := parseSize(d, name, v)
@@ -112,8 +122,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					a.LocalStoreSize = n
 				case "response_buffer":
 					a.ResponseBuffer = n
-				default:
+				case "response_buffer_total":
 					a.ResponseBufferTotal = n
+				case "request_buffer":
+					a.RequestBuffer = n
+				default:
+					a.RequestBufferTotal = n
 				}
 			case "max_wait_time":
 				dur, err := durationArg(d, false)
@@ -164,7 +178,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			default:
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, php_ini, worker)", name)
+				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker)", name)
 			}
 		}
 	}

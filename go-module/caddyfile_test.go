@@ -26,6 +26,8 @@ func TestGlobalOption(t *testing.T) {
 		local_store_size 512KiB
 		response_buffer 256KiB
 		response_buffer_total 32MB
+		request_buffer 512KiB
+		request_buffer_total 16MiB
 		max_wait_time 2s
 		timeout_grace 3s
 		max_stuck_threads 4
@@ -47,6 +49,8 @@ func TestGlobalOption(t *testing.T) {
 		LocalStoreSize:      512 << 10,
 		ResponseBuffer:      256 << 10,
 		ResponseBufferTotal: 32000000,
+		RequestBuffer:       512 << 10,
+		RequestBufferTotal:  16 << 20,
 		MaxWaitTime:         caddy.Duration(2 * time.Second),
 		TimeoutGrace:        caddy.Duration(3 * time.Second),
 		MaxStuckThreads:     4,
@@ -361,6 +365,20 @@ func TestResponseBufferOff(t *testing.T) {
 	}
 	if !app.UnbufferedResponses || app.ResponseBuffer != 0 {
 		t.Errorf("response_buffer off: got %+v", app)
+	}
+}
+
+func TestRequestBufferOff(t *testing.T) {
+	var app App
+	if err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser("php_worker {\nrequest_buffer off\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if !app.UnbufferedRequests || app.UnbufferedResponses || app.RequestBuffer != 0 {
+		t.Errorf("request_buffer off: got %+v", app)
+	}
+	app = App{RequestBuffer: 8 << 20, RequestBufferTotal: 4 << 20, ResponseBuffer: 1, ResponseBufferTotal: 1}
+	if err := app.Validate(); err == nil || !strings.Contains(err.Error(), "must not exceed request_buffer_total") {
+		t.Errorf("a per-request bound above the total: error %v", err)
 	}
 }
 

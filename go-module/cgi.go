@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -183,7 +184,11 @@ func buildRequest(b *requestBuffer, r *http.Request, s script, repl *caddy.Repla
 	}
 	b.pair("PHP_SELF", s.name+s.pathInfo)
 	b.pair("CONTENT_TYPE", contentType)
-	b.pair("CONTENT_LENGTH", r.Header.Get("Content-Length"))
+	contentLength := r.Header.Get("Content-Length")
+	if contentLength == "" && r.ContentLength < 0 && b.contentLength >= 0 {
+		contentLength = strconv.FormatInt(b.contentLength, 10) // a chunked body, buffered whole
+	}
+	b.pair("CONTENT_LENGTH", contentLength)
 	if r.TLS != nil {
 		b.pair("HTTPS", "on")
 		addTLSVars(b, r.TLS)

@@ -26,10 +26,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Bodies up to this size are read before the request goes to PHP and travel with it;
-// larger ones stream to PHP as it reads them.
-const readAheadBody = 64 * 1024
-
 // engineWait bounds how long a request waits for PHP to start, for a php_ini change to
 // restart it, or for its worker's config to start.
 const engineWait = 30 * time.Second
@@ -310,7 +306,25 @@ func (h *Handler) refuse(r *http.Request, status int, reason string) error {
 // servePHP hands the request to a PHP thread (of worker's pool, or the classic pool
 // when worker is nil) and waits for its response.
 func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer, worker *WorkerConfig) error {
+	// The body first, whole when buffering is on (body.go): no PHP thread waits on it.
+	var body *requestBody
+	if policy := h.app.requestBufferPolicy(); !policy.off && r.Body != nil && r.Body != http.NoBody &&
+		(r.ContentLength < 0 || r.ContentLength > readAheadBody) {
+		var err error
+		if body, err = bufferBody(r.Body, policy); err != nil {
+			return bodyError(err)
+		}
+		if r.ContentLength >= 0 && body.size != r.ContentLength {
+			body.close()
+			return bodyError(io.ErrUnexpectedEOF)
+		}
+	}
 	b := getRequestBuffer()
+	if body != nil {
+		b.contentLength = body.size
+	} else {
+		b.contentLength = r.ContentLength
+	}
 	pool := uint32(C.PHP_WORKER_CLASSIC_POOL)
 	if worker != nil {
 		pool = worker.pool.id
@@ -319,7 +333,21 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		buildRequest(b, r, s, repl, h.env)
 	}
 	flags := uint32(0)
-	if r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
+	if body != nil && body.size <= readAheadBody {
+		// A chunked body that turned out small travels with the request, as one with a
+		// small Content-Length does.
+		start := len(b.strings)
+		b.strings = append(b.strings, make([]byte, body.size)...)
+		err := body.copyTo(b.strings[start:])
+		body.close()
+		body = nil
+		if err != nil {
+			putRequestBuffer(b)
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		b.bodyLen = len(b.strings) - start
+		flags |= C.PHP_WORKER_REQUEST_BODY_COMPLETE
+	} else if body == nil && r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
 		start := len(b.strings)
 		b.strings = append(b.strings, make([]byte, r.ContentLength)...)
 		n, err := readBody(r.Body, b.strings[start:])
@@ -328,19 +356,22 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		}
 		if err != nil {
 			putRequestBuffer(b)
-			return caddyhttp.Error(bodyErrorStatus(err), fmt.Errorf("reading the request body: %w", err))
+			return bodyError(err)
 		}
 		b.strings = b.strings[:start+n]
 		b.bodyLen = n
 		flags |= C.PHP_WORKER_REQUEST_BODY_COMPLETE
 	}
-	b.contentLength = r.ContentLength
 
 	pr := acquireRequest(h, w, r)
 	if pr == nil {
 		putRequestBuffer(b)
+		if body != nil {
+			body.close()
+		}
 		return h.unavailable(w, "too many requests in flight")
 	}
+	pr.body = body     // closed with the request
 	defer pr.release() // the handler's reference
 	core, rc := php.submit(r.Context(), engineWait, pool, b, flags, pr.handle)
 	putRequestBuffer(b)
@@ -398,6 +429,11 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
+}
+
+// bodyError answers a request whose body did not arrive whole (see bodyErrorStatus).
+func bodyError(err error) error {
+	return caddyhttp.Error(bodyErrorStatus(err), fmt.Errorf("reading the request body: %w", err))
 }
 
 // expired answers a request the core gave up on (it ran past its deadline; the core

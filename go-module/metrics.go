@@ -96,6 +96,7 @@ type collector struct {
 	workerThreads, workerReady, workerBusy, workerQueue           *prometheus.Desc
 	workerRequests, workerDuration, workerCrashes, workerRestarts *prometheus.Desc
 	responseBuffered, responseSpillFiles, responseSpills          *prometheus.Desc
+	requestBuffered, requestSpillFiles, requestSpills             *prometheus.Desc
 	opcacheRestarts, opcachePending, opcacheHoldsTimedOut         *prometheus.Desc
 	stuckThreads, expiredRequests                                 *prometheus.Desc
 }
@@ -124,6 +125,9 @@ func newCollector() *collector {
 		responseBuffered:   d("response_buffered_bytes", "Response bytes in memory waiting for clients slower than PHP."),
 		responseSpillFiles: d("response_spill_files", "Responses whose rest waits in a temporary file now."),
 		responseSpills:     d("response_spills_total", "Responses that went past the memory bounds into a temporary file."),
+		requestBuffered:    d("request_buffered_bytes", "Memory holding request bodies read before PHP runs (whole 64KiB chunks)."),
+		requestSpillFiles:  d("request_spill_files", "Request bodies whose rest waits in a temporary file now."),
+		requestSpills:      d("request_spills_total", "Request bodies that went past the memory bounds into a temporary file."),
 		opcacheRestarts:    d("opcache_restarts_total", "OPcache restarts, by reason: opcache_reset, out_of_memory, key_table_full.", "reason"),
 		opcachePending:     d("opcache_restart_pending", "1 while an OPcache restart waits for PHP threads to finish their requests."),
 		stuckThreads: d("stuck_threads",
@@ -140,7 +144,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
-		c.responseBuffered, c.responseSpillFiles, c.responseSpills,
+		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
 		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests} {
 		ch <- d
 	}
@@ -189,6 +193,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.responseBuffered, float64(buffered.Load()))
 	gauge(c.responseSpillFiles, float64(spillFiles.Load()))
 	counter(c.responseSpills, spills.Load())
+	gauge(c.requestBuffered, float64(bodyBuffered.Load()))
+	gauge(c.requestSpillFiles, float64(bodySpillFiles.Load()))
+	counter(c.requestSpills, bodySpills.Load())
 	counter(c.opcacheRestarts, s.Opcache.RestartsReset, "opcache_reset")
 	counter(c.opcacheRestarts, s.Opcache.RestartsOutOfMemory, "out_of_memory")
 	counter(c.opcacheRestarts, s.Opcache.RestartsKeyTableFull, "key_table_full")

@@ -8,13 +8,10 @@ import "C"
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
 
@@ -40,8 +37,9 @@ type phpRequest struct {
 	abandoned bool // the handler stopped waiting; w and r.Body are off limits
 	expired   bool // the core gave up on the request (its deadline passed); DONE follows
 	core      *C.php_worker_request_t
-	sent      bool  // the headers left for the client
-	bodyErr   error // why the body could not be read; later reads fail at once
+	sent      bool         // the headers left for the client
+	bodyErr   error        // why the body could not be read; later reads fail at once
+	body      *requestBody // the body read before PHP ran; nil when it streams from r.Body
 	out       responseQueue
 }
 
@@ -100,6 +98,10 @@ func (pr *phpRequest) release() {
 	default:
 	}
 	pr.out.reset()
+	if pr.body != nil {
+		pr.body.close()
+		pr.body = nil
+	}
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
 	pr.finished, pr.abandoned, pr.expired, pr.sent, pr.bodyErr = false, false, false, false, nil
 	requests.mu.Lock()
@@ -232,7 +234,13 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	if pr.abandoned || pr.expired || pr.bodyErr != nil {
 		return -1
 	}
-	n, err := readBody(pr.r.Body, buf)
+	var n int
+	var err error
+	if pr.body != nil {
+		n, err = pr.body.read(buf)
+	} else {
+		n, err = readBody(pr.r.Body, buf)
+	}
 	if err != nil {
 		pr.bodyErr = err
 		pr.logger().Warn("reading the request body failed", zap.Error(err))
@@ -241,40 +249,6 @@ func (pr *phpRequest) readBody(buf []byte) int {
 		}
 	}
 	return n
-}
-
-// readBody fills buf from body: the count, short only at the end of the body, and an
-// error when the body did not end properly. Unlike io.ReadFull it keeps io.EOF (the
-// end) apart from io.ErrUnexpectedEOF (a client that left in the middle of its body).
-func readBody(body io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := body.Read(buf[n:])
-		n += m
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// bodyErrorStatus is the status for a request whose body could not be read: 413 past
-// Caddy's request_body max_size, 408 after its read timeout, else 400.
-func bodyErrorStatus(err error) int {
-	var handlerErr caddyhttp.HandlerError
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &handlerErr) && handlerErr.StatusCode != 0:
-		return handlerErr.StatusCode
-	case errors.As(err, &tooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return http.StatusRequestTimeout
-	}
-	return http.StatusBadRequest
 }
 
 // abandon stops the callbacks from touching the response (the request's context is

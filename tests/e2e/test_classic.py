@@ -12,6 +12,8 @@ import subprocess
 import time
 import uuid
 
+import pytest
+
 from conftest import (APP, CADDY, REPO, assert_disconnect_frees_the_thread, assert_stalled_body_frees_the_thread,
                       free_port, make_caddyfile, read_streamed, with_read_body_timeout)
 
@@ -282,16 +284,21 @@ def test_client_disconnect_frees_the_thread(start_server):
 
 
 def test_stalled_request_body_frees_the_thread(start_server):
+    """request_buffer off: PHP reads the body from the client as it comes."""
     assert_stalled_body_frees_the_thread(start_server(
-        "body-stall", lambda port, admin: with_read_body_timeout(make_caddyfile(port, admin, threads=1))))
+        "body-stall", lambda port, admin: with_read_body_timeout(make_caddyfile(
+            port, admin, threads=1, global_extra="\t\trequest_buffer off\n"))))
 
 
-def test_body_over_request_body_max_size_is_413(start_server, tmp_path):
-    """Caddy's request_body max_size cuts a chunked body (its length unknown in advance)
-    while PHP reads it: the client gets 413, a PUT script sees an aborted connection, and
-    a POST script does not run on the part that fit."""
+@pytest.mark.parametrize("buffering", ["on", "off"])
+def test_body_over_request_body_max_size_is_413(start_server, tmp_path, buffering):
+    """Caddy's request_body max_size cuts a chunked body (its length unknown in advance):
+    the client gets 413. Buffered, no script runs at all; with request_buffer off the cut
+    comes while PHP reads, so a PUT script sees an aborted connection, and a POST script
+    still does not run on the part that fit."""
     root = f"\troot * {APP}/public\n"
-    srv = start_server("body-limit", lambda port, admin: make_caddyfile(port, admin).replace(
+    extra = "\t\trequest_buffer off\n" if buffering == "off" else ""
+    srv = start_server(f"body-limit-{buffering}", lambda port, admin: make_caddyfile(port, admin, global_extra=extra).replace(
         root, root + "\trequest_body {\n\t\tmax_size 100KB\n\t}\n"))
     assert "max_size 100KB" in (srv.workdir / "Caddyfile").read_text()
     body = tmp_path / "body"
@@ -304,6 +311,10 @@ def test_body_over_request_body_max_size_is_413(start_server, tmp_path):
                             "--data-binary", f"@{body}", f"http://127.0.0.1:{srv.port}/body-stall.php?marker={marker}"],
                            capture_output=True, timeout=30)
         assert p.stdout == b"413", (method, p.stdout, p.stderr)
+    if buffering == "on":
+        time.sleep(0.5)
+        assert not put_marker.exists() and not post_marker.exists(), "no script ran: the body never arrived whole"
+        return
     deadline = time.time() + 10
     while not put_marker.exists() and time.time() < deadline:
         time.sleep(0.05)
