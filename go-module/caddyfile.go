@@ -43,6 +43,7 @@ import (
 //				num <n>
 //				max_threads <n>
 //				max_requests <n>
+//				max_memory <size>
 //				name <name>
 //				env <key> <value>
 //				max_boot_backoff <duration>
@@ -228,6 +229,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			file <path>
 //			num <n>
 //			max_requests <n>
+//			max_memory <size>
 //			name <name>
 //			env <key> <value>
 //			match <path...>

@@ -158,6 +158,7 @@ func TestWorkerDirectives(t *testing.T) {
 			file ` + other + `
 			num 2
 			max_requests 500
+			max_memory 128MiB
 			name api
 			env APP_ENV prod
 			max_boot_backoff 2s
@@ -179,7 +180,7 @@ func TestWorkerDirectives(t *testing.T) {
 	}
 	want := []WorkerConfig{
 		{FileName: global, Num: 3},
-		{FileName: other, Num: 2, MaxRequests: 500, Name: "api", Env: map[string]string{"APP_ENV": "prod"},
+		{FileName: other, Num: 2, MaxRequests: 500, MaxMemory: 128 << 20, Name: "api", Env: map[string]string{"APP_ENV": "prod"},
 			MaxBootBackoff: caddy.Duration(2 * time.Second), MaxThreads: 6, Watch: []string{"**/*.php"}},
 		{FileName: global, Name: "watched", Watch: []string{"src/**/*.php", "/etc/app/*.ini"}},
 	}
@@ -215,6 +216,7 @@ func TestWorkerDirectiveErrors(t *testing.T) {
 		"php_worker {\nworker a.php 1 2\n}":                             "argument",
 		"php_worker {\nworker {\nfile a.php\nnum 0\n}\n}":               "num must be a positive integer",
 		"php_worker {\nworker {\nfile a.php\nmax_requests -1\n}\n}":     "max_requests must be a non-negative integer",
+		"php_worker {\nworker {\nfile a.php\nmax_memory lots\n}\n}":     "max_memory must be a size",
 		"php_worker {\nworker {\nfile a.php\nmax_boot_backoff 0s\n}\n}": "max_boot_backoff must be a positive duration",
 	} {
 		var app App

@@ -121,7 +121,7 @@ func newCollector() *collector {
 		workerRequests:     d("worker_requests_total", "Requests served by the worker.", "worker"),
 		workerDuration:     d("worker_request_duration_seconds", "Time the worker took per request.", "worker"),
 		workerCrashes:      d("worker_crashes_total", "Worker scripts that ended on an error or failed to boot.", "worker"),
-		workerRestarts:     d("worker_restarts_total", "Worker scripts restarted on purpose (max_requests, reloads, the admin API, file changes).", "worker"),
+		workerRestarts:     d("worker_restarts_total", "Worker scripts restarted on purpose (max_requests, max_memory, reloads, the admin API, file changes).", "worker"),
 		responseBuffered:   d("response_buffered_bytes", "Response bytes in memory waiting for clients slower than PHP."),
 		responseSpillFiles: d("response_spill_files", "Responses whose rest waits in a temporary file now."),
 		responseSpills:     d("response_spills_total", "Responses that went past the memory bounds into a temporary file."),

@@ -60,6 +60,7 @@ type workerSpec struct {
 	Num              int         `json:"num"`
 	MaxThreads       int         `json:"max_threads,omitempty"`
 	MaxRequests      int         `json:"max_requests,omitempty"`
+	MaxMemory        int64       `json:"max_memory,omitempty"`
 	Env              [][2]string `json:"env"`
 	MaxBootBackoffMS int64       `json:"max_boot_backoff_ms,omitempty"`
 }
@@ -67,7 +68,8 @@ type workerSpec struct {
 // spec is what the core boots the worker with.
 func (w *WorkerConfig) spec() []byte {
 	b, err := json.Marshal(workerSpec{
-		Name: w.pool.key, File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests, Env: w.env,
+		Name: w.pool.key, File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
+		MaxMemory: w.MaxMemory, Env: w.env,
 		MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
 	})
 	if err != nil {

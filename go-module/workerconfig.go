@@ -41,6 +41,13 @@ type WorkerConfig struct {
 	// Restart the script after it served this many requests. Default: 0, never.
 	MaxRequests int `json:"max_requests,omitempty"`
 
+	// Restart the script after a request when its PHP memory (memory_get_usage(true),
+	// measured when it asks for the next request) is above this many bytes, the way
+	// max_requests restarts it: no request fails, and the log names the memory and the
+	// routes whose requests grew it most (the thread list shows that growth per worker
+	// too). A request that reaches memory_limit still ends as a fault. Default: 0, never.
+	MaxMemory int64 `json:"max_memory,omitempty"`
+
 	// Name used in logs and the admin API's thread list, and the worker's identity
 	// across config reloads: a reload restarts the worker of the same name beside the
 	// running one, which keeps serving until the new script is ready. Default: the
@@ -94,8 +101,8 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	if w.Num == 0 {
 		w.Num = 2 * cpus()
 	}
-	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 || w.MaxThreads < 0 {
-		return fmt.Errorf("worker %s: num, max_threads, max_requests and max_boot_backoff must not be negative", w.Name)
+	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 || w.MaxThreads < 0 || w.MaxMemory < 0 {
+		return fmt.Errorf("worker %s: num, max_threads, max_requests, max_memory and max_boot_backoff must not be negative", w.Name)
 	}
 	if w.MaxThreads != 0 && w.MaxThreads < w.Num {
 		return fmt.Errorf("worker %s: max_threads (%d) must be at least num (%d)", w.Name, w.MaxThreads, w.Num)
@@ -208,6 +215,7 @@ func checkUniqueFiles(scope string, workers []*WorkerConfig) error {
 //		file <path>
 //		num <n>
 //		max_requests <n>
+//		max_memory <size>
 //		name <name>
 //		env <key> <value>
 //		match <path...>
@@ -248,6 +256,16 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 				return w, err
 			}
 			w.MaxRequests = n
+		case "max_memory":
+			var v string
+			if !d.AllArgs(&v) {
+				return w, d.ArgErr()
+			}
+			n, err := parseSize(d, "max_memory", v)
+			if err != nil {
+				return w, err
+			}
+			w.MaxMemory = n
 		case "name":
 			if !d.AllArgs(&w.Name) {
 				return w, d.ArgErr()
@@ -287,7 +305,7 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 				w.Watch = []string{defaultWatchGlob}
 			}
 		default:
-			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_threads, max_requests, name, env, match, max_boot_backoff, watch)", name)
+			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_threads, max_requests, max_memory, name, env, match, max_boot_backoff, watch)", name)
 		}
 	}
 	if w.FileName == "" {

@@ -216,11 +216,13 @@ void pw_rs_request_vars(void *ctx, pw_shim_vars *vars);
 bool pw_rs_worker_active(void);
 
 // Waits for the next request and fills `*req` with it: true. When the script must stop
-// (shutdown, restart, max_requests) fills `*req` with the idle pseudo-request: false.
+// (shutdown, restart, max_requests, max_memory) fills `*req` with the idle
+// pseudo-request: false. `memory` and `real_memory` are PHP's memory now
+// (memory_get_usage() and memory_get_usage(true)).
 //
 // # Safety
 // `req` is writable.
-bool pw_rs_worker_wait(pw_shim_request *req);
+bool pw_rs_worker_wait(pw_shim_request *req, size_t memory, size_t real_memory);
 
 // The request from the last pw_rs_worker_wait() is over: its response is complete.
 // `failed` when it ended on an error or exit() (a 500 unless a response already left);

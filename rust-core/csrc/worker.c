@@ -235,7 +235,7 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 	}
 
 	pw_shim_request req;
-	bool has_request = pw_rs_worker_wait(&req);
+	bool has_request = pw_rs_worker_wait(&req, zend_memory_usage(0), zend_memory_usage(1));
 	/* The execution timer kept running while the thread waited (disarming it costs a
 	 * syscall per request): re-arm it, and void a timeout it signalled meanwhile, before
 	 * any PHP code runs (session handlers can, during startup; the code after the loop

@@ -31,6 +31,10 @@ pub struct WorkerSpec {
     /// Requests a script serves before it is restarted; 0 for no limit.
     #[serde(default)]
     pub max_requests: u64,
+    /// PHP memory (`memory_get_usage(true)`) past which a script is restarted after its
+    /// request, as max_requests restarts it; 0 for no limit.
+    #[serde(default)]
+    pub max_memory: u64,
     /// Extra `$_SERVER`/getenv() values while the script boots and between requests
     /// (each request carries its own).
     #[serde(default)]

@@ -22,7 +22,7 @@ use crate::config::WorkerSpec;
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
 use crate::request::Request;
-use crate::runtime::counters::{HistogramSnapshot, PoolCounters};
+use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
 use crate::runtime::thread::{
@@ -124,7 +124,13 @@ pub struct PoolStats {
     pub crashes: u64,
     /// Worker scripts ended on purpose and started again.
     pub restarts: u64,
+    /// The routes whose requests left the worker's scripts using more memory, most
+    /// first (since the pool started; see RouteGrowth).
+    pub memory_growth: Vec<Route>,
 }
+
+/// Routes shown per pool.
+const SHOWN_ROUTES: usize = 10;
 
 /// What the autoscaler needs to know of a pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -517,6 +523,7 @@ impl Pool {
             wait: self.counters.wait.snapshot(),
             crashes: self.counters.crashes.load(std::sync::atomic::Ordering::Relaxed),
             restarts: self.counters.restarts.load(std::sync::atomic::Ordering::Relaxed),
+            memory_growth: lock(&self.counters.memory_growth).top(SHOWN_ROUTES),
         }
     }
 

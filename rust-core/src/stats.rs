@@ -46,6 +46,9 @@ pub struct ThreadStats {
     pub requests: u64,
     /// PHP's memory usage at the end of its last request, in bytes.
     pub memory: u64,
+    /// A worker thread's memory from the system (memory_get_usage(true)) when its
+    /// script last asked for a request, in bytes: what max_memory compares.
+    pub real_memory: u64,
 }
 
 pub fn collect(engine: &Engine) -> Stats {
@@ -66,6 +69,7 @@ pub fn collect(engine: &Engine) -> Stats {
                 uri: s.uri,
                 requests: s.requests,
                 memory: s.memory,
+                real_memory: s.real_memory,
             }
         })
         .collect();

@@ -344,6 +344,52 @@ def test_stalled_request_body_frees_a_worker_thread(start_server):
 			match /body-stall.php /hello.php
 		}}"""
     srv = start_server("worker-body-stall", lambda port, admin: with_read_body_timeout(
-        make_caddyfile(port, admin, threads=2, site_extra=worker)))
+        make_caddyfile(port, admin, threads=2, site_extra=worker, global_extra="\t\trequest_buffer off\n")))
     assert_stalled_body_frees_the_thread(srv)
     assert "restarting" not in srv.log_text()
+
+
+def test_max_memory_restarts_a_leaking_script_and_names_the_route(start_server):
+    """A worker whose /leak route keeps 1 MB per request, beside /ok that keeps nothing,
+    with max_memory 16MB on 2 threads: under concurrent load every request succeeds, each
+    script restarts once its memory passes the limit, with a warning naming the worker,
+    the memory and /leak as the route that grew it most; the thread list shows the same
+    attribution. A request that reaches memory_limit still ends as a fault (500), and the
+    worker serves on."""
+    worker = f"""\t\tworker {{
+			file {HERE}/worker/leaky.php
+			name leaky
+			num 2
+			max_memory 16MB
+			match /leak /ok /huge
+		}}"""
+    srv = start_server("max-memory", threads=3, site_extra=worker, global_extra="\t\tphp_ini memory_limit 128M\n")
+    paths = ["/leak?n=%d" % i if i % 4 == 0 else "/ok?n=%d" % i for i in range(240)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(lambda p: srv.get(p, timeout=30), paths))
+    assert [a.status for a in answers] == [200] * len(paths)
+    assert all(a.text == "ok" for p, a in zip(paths, answers) if p.startswith("/ok"))
+    kept = [int(a.text.split()[1]) for p, a in zip(paths, answers) if p.startswith("/leak")]
+    assert max(kept) <= 16, f"no script kept more than max_memory allows: {max(kept)} MB"
+    lines = srv.wait_log(lambda e: e.get("msg", "").startswith("worker script restarted (max_memory)"))
+    assert len(lines) >= 2, "60 MB leaked over 2 threads: each script passed 16 MB at least once"
+    line = lines[0]
+    print("\n" + json.dumps(line))
+    assert line["level"] == "warn" and line["worker"] == "leaky" and line["thread"].startswith("php-")
+    assert line["memory"] > 16_000_000 and line["max_memory"] == 16_000_000
+    assert line["grew_most"].startswith("/leak +"), line["grew_most"]
+    assert "/ok" not in line["grew_most"].split(",")[0]
+    pool = next(p for p in srv.threads()["pools"] if p["worker"] == "leaky")
+    print(json.dumps(pool["memory_growth"][:3]))
+    top = pool["memory_growth"][0]
+    assert top["path"] == "/leak" and top["requests"] == 60 and top["bytes"] >= 60 << 20, pool["memory_growth"]
+    assert all(r["bytes"] < 1 << 20 for r in pool["memory_growth"][1:]), "no other route grew the memory by much"
+    assert pool["restarts"] >= 2
+    threads = [t for t in srv.threads()["threads"] if t["worker"] == "leaky"]
+    assert all(0 < t["real_memory"] for t in threads), threads
+
+    r = srv.get("/huge", timeout=30)
+    assert r.status == 500, r.text
+    assert srv.wait_log(lambda e: e.get("msg") == CRASHED and e.get("worker") == "leaky")
+    assert [srv.get("/ok").text for _ in range(4)] == ["ok"] * 4
+    assert srv.stop() == 0

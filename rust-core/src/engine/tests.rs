@@ -239,6 +239,31 @@ fn max_requests_recycles_the_script() {
 }
 
 #[test]
+fn max_memory_recycles_a_growing_script_and_counts_its_growth() {
+    // Each request keeps 3 MB (a 2 MB chunk or more from the system each time).
+    let w = script(
+        "growing-worker.php",
+        "<?php $kept = []; while (frankenphp_handle_request(function () use (&$kept) { $kept[] = str_repeat('x', 3 << 20); echo count($kept); })) {}",
+    );
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, r#","max_memory":8000000"#)).unwrap();
+        let counts: Vec<u32> = (0..6).map(|_| get_body(engine, 1, &w).parse().unwrap()).collect();
+        // 3 MB a request: past 8 MB after the second or third request.
+        assert!(counts.iter().all(|&n| n <= 3), "{counts:?}");
+        let restarts = counts.windows(2).filter(|p| p[1] == 1).count() as u64;
+        assert!(restarts >= 1, "{counts:?}");
+        let restarted = "worker script restarted (max_memory): its PHP memory passed the limit";
+        assert!(wait_event(restarted, r#""max_memory":8000000,"grew_most":"/x +"#));
+        eventually("the restarts are counted", || engine.pool(1).unwrap().stats().restarts == restarts);
+        let pool = engine.pool(1).unwrap().stats();
+        assert_eq!(pool.crashes, 0);
+        assert_eq!(pool.memory_growth.len(), 1, "{:?}", pool.memory_growth);
+        assert_eq!(pool.memory_growth[0].requests, 6);
+        assert!(pool.memory_growth[0].bytes >= 18 << 20, "{:?}", pool.memory_growth);
+    });
+}
+
+#[test]
 fn handle_request_outside_a_worker_throws() {
     with_engine(DISPLAY_ERRORS, 1, |engine| {
         let s = script(

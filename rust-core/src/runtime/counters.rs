@@ -2,8 +2,8 @@
 //! worker script crashes and restarts. Atomics the threads add to and the stats read
 //! (src/stats.rs): metrics cost the request path no call across the ABI.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -61,9 +61,67 @@ pub struct PoolCounters {
     /// Worker scripts that ended on an error: a fatal error, an uncaught exception, a
     /// non-zero exit, or a failure before reaching frankenphp_handle_request().
     pub crashes: AtomicU64,
-    /// Worker scripts ended on purpose and started again: max_requests, or a thread
-    /// replaced by a new generation (reloads, the admin API, file changes).
+    /// Worker scripts ended on purpose and started again: max_requests, max_memory, or
+    /// a thread replaced by a new generation (reloads, the admin API, file changes).
     pub restarts: AtomicU64,
+    /// The routes whose requests left a worker script's memory larger.
+    pub memory_growth: Mutex<RouteGrowth>,
+}
+
+/// Longest path kept for a route.
+const MAX_ROUTE_PATH: usize = 256;
+
+/// Routes tracked per pool (and per script run): enough for a few leaking routes among
+/// many that are not.
+pub const TRACKED_ROUTES: usize = 32;
+
+/// How much each route grew a worker script's memory: the memory PHP used after a
+/// request, less what it used when the request began, summed over the requests that left
+/// it larger. Bounded: past [`TRACKED_ROUTES`] paths, a new path replaces the one with
+/// the least growth and inherits its count ("space saving": a route that grows memory
+/// steadily is never missed, and its bytes are at most overstated by what it inherited).
+#[derive(Default, Debug, Clone)]
+pub struct RouteGrowth {
+    routes: Vec<Route>,
+}
+
+/// A route's memory growth.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The request path, without the query.
+    pub path: String,
+    /// Bytes its requests added to the script's memory, in all.
+    pub bytes: u64,
+    /// Requests of it that left the script's memory larger.
+    pub requests: u64,
+}
+
+impl RouteGrowth {
+    /// A request to `uri` left the memory `grew` bytes larger.
+    pub fn record(&mut self, uri: &[u8], grew: u64) {
+        let path = uri.split(|&b| b == b'?').next().unwrap_or_default();
+        let path = &path[..path.len().min(MAX_ROUTE_PATH)];
+        if let Some(r) = self.routes.iter_mut().find(|r| r.path.as_bytes() == path) {
+            r.bytes += grew;
+            r.requests += 1;
+            return;
+        }
+        let path = String::from_utf8_lossy(path).into_owned();
+        if self.routes.len() < TRACKED_ROUTES {
+            self.routes.push(Route { path, bytes: grew, requests: 1 });
+            return;
+        }
+        let least = self.routes.iter_mut().min_by_key(|r| r.bytes).expect("the table is full");
+        *least = Route { path, bytes: least.bytes + grew, requests: 1 };
+    }
+
+    /// The `n` routes that grew memory most, most first.
+    pub fn top(&self, n: usize) -> Vec<Route> {
+        let mut routes = self.routes.clone();
+        routes.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.path.cmp(&b.path)));
+        routes.truncate(n);
+        routes
+    }
 }
 
 impl PoolCounters {
@@ -78,11 +136,37 @@ impl PoolCounters {
     pub fn restarted(&self, n: u64) {
         self.restarts.fetch_add(n, Ordering::Relaxed);
     }
+
+    pub fn grew(&self, uri: &[u8], bytes: u64) {
+        self.memory_growth.lock().unwrap_or_else(|e| e.into_inner()).record(uri, bytes);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_growth_sums_by_path_and_keeps_a_steady_leak_when_full() {
+        let mut g = RouteGrowth::default();
+        g.record(b"/leak?i=1", 1000);
+        g.record(b"/leak?i=2", 1000);
+        g.record(b"/other", 10);
+        assert_eq!(g.top(1), vec![Route { path: "/leak".into(), bytes: 2000, requests: 2 }]);
+        // Many one-off paths fill the table; the leaking route stays, and so does its count.
+        for i in 0..200 {
+            g.record(format!("/once/{i}").as_bytes(), 5);
+            g.record(b"/leak", 1000);
+        }
+        let top = g.top(3);
+        assert_eq!(top[0].path, "/leak");
+        assert_eq!((top[0].bytes, top[0].requests), (202_000, 202));
+        assert!(g.routes.len() == TRACKED_ROUTES);
+        assert!(top[1].bytes < 202_000 / 10, "{top:?}");
+        let long = vec![b'a'; 1000];
+        g.record(&long, 1);
+        assert!(g.routes.iter().all(|r| r.path.len() <= MAX_ROUTE_PATH));
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative_with_sum_and_count() {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select};
 
-use super::counters::PoolCounters;
+use super::counters::{PoolCounters, RouteGrowth};
 use super::generation::Generation;
 use crate::host::{Host, Level};
 use crate::layout::Strings;
@@ -91,6 +91,9 @@ pub struct ThreadInfo {
     generation: AtomicU32,
     requests: AtomicU64,
     memory: AtomicU64,
+    /// PHP's memory from the system (memory_get_usage(true)) when a worker script last
+    /// asked for a request: what max_memory compares.
+    real_memory: AtomicU64,
     /// When it last ended a request or joined its pool, in ms since [`epoch`].
     idle_since: AtomicU64,
     current: Mutex<CurrentRequest>,
@@ -122,6 +125,7 @@ pub struct ThreadSnapshot {
     pub generation: u32,
     pub requests: u64,
     pub memory: u64,
+    pub real_memory: u64,
     pub method: String,
     pub uri: String,
     pub worker: Option<Arc<str>>,
@@ -152,6 +156,7 @@ impl ThreadInfo {
             generation: AtomicU32::new(generation),
             requests: AtomicU64::new(0),
             memory: AtomicU64::new(0),
+            real_memory: AtomicU64::new(0),
             idle_since: AtomicU64::new(since_epoch()),
             current: Mutex::new(CurrentRequest::default()),
             worker: Mutex::new(None),
@@ -197,6 +202,11 @@ impl ThreadInfo {
         self.idle_since.store(ms_since_epoch(at), Ordering::Relaxed);
     }
 
+    /// A worker script asks for its next request, using `real` bytes from the system.
+    pub fn set_real_memory(&self, real: usize) {
+        self.real_memory.store(real as u64, Ordering::Relaxed);
+    }
+
     /// How long the thread has been without a request (meaningful while it is ready).
     pub fn idle_for(&self, now_ms: u64) -> Duration {
         Duration::from_millis(now_ms.saturating_sub(self.idle_since.load(Ordering::Relaxed)))
@@ -225,6 +235,7 @@ impl ThreadInfo {
             generation: self.generation.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             memory: self.memory.load(Ordering::Relaxed),
+            real_memory: self.real_memory.load(Ordering::Relaxed),
             method: current.method,
             uri: current.uri,
             worker: lock(&self.worker).clone(),
@@ -445,6 +456,20 @@ pub struct WorkerRun {
     pub(super) gate_epoch: u64,
     /// It ends because OPcache restarts.
     pub(super) recycled: bool,
+    /// It ends because it reached max_requests or max_memory.
+    pub(super) limit: Option<Limit>,
+    /// PHP's memory when the request in flight began.
+    pub(super) began_memory: usize,
+    /// The routes that grew the script's memory during this run.
+    pub(super) growth: RouteGrowth,
+}
+
+/// The limit a worker script reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    MaxRequests,
+    /// PHP's memory from the system when it was found past max_memory.
+    MaxMemory(usize),
 }
 
 thread_local! {

@@ -19,7 +19,9 @@ use crossbeam_channel::Receiver;
 
 use super::generation::{FIRST_BOOT_BACKOFF, Generation};
 use super::opcache;
-use super::thread::{Job, Leave, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
+use super::counters::RouteGrowth;
+use super::thread::{Job, Leave, Limit, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
+use crate::abi::types::Field;
 use crate::host::{Level, LogField};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
@@ -35,7 +37,14 @@ struct ScriptEnd {
     leave: Option<Leave>,
     /// It ended for an OPcache restart.
     recycled: bool,
+    /// It ended at max_requests or max_memory.
+    limit: Option<Limit>,
+    /// The routes that grew its memory.
+    growth: RouteGrowth,
 }
+
+/// Routes named in the max_memory log line.
+const LOGGED_ROUTES: usize = 3;
 
 /// Runs the generation's script on this thread, again and again, until the thread
 /// leaves the pool or needs a fresh PHP context.
@@ -81,6 +90,16 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
             } else if end.recycled {
                 counters.restarted(1);
                 event(Level::Debug, "worker script restarts for an OPcache restart", fields());
+            } else if let Some(Limit::MaxMemory(real)) = end.limit {
+                counters.restarted(1);
+                quiet = true;
+                let mut fields = fields();
+                fields.extend([
+                    ("memory", (real as u64).into()),
+                    ("max_memory", generation.spec.max_memory.into()),
+                    ("grew_most", grew_most(&end.growth).into()),
+                ]);
+                event(Level::Warn, "worker script restarted (max_memory): its PHP memory passed the limit", fields);
             } else {
                 counters.restarted(1);
                 quiet = true;
@@ -136,6 +155,23 @@ fn answer_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff
     }
 }
 
+/// The routes that grew a script's memory most, for a log line:
+/// "/leak +52.4 MB in 50 requests, /report +1.2 MB in 3 requests".
+fn grew_most(growth: &RouteGrowth) -> String {
+    let routes = growth.top(LOGGED_ROUTES);
+    if routes.is_empty() {
+        return "no request left it larger (it grew between requests)".into();
+    }
+    let routes: Vec<String> = routes
+        .iter()
+        .map(|r| {
+            let s = if r.requests == 1 { "" } else { "s" };
+            format!("{} +{:.1} MB in {} request{s}", r.path, r.bytes as f64 / 1e6, r.requests)
+        })
+        .collect();
+    routes.join(", ")
+}
+
 /// Pause before boot attempt `failures + 1`: 100 ms, doubling, up to `max`.
 pub fn boot_backoff(failures: u32, max: Duration) -> Duration {
     let factor = 1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX);
@@ -162,6 +198,9 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
             restarts_quietly: quiet,
             gate_epoch: inside.epoch,
             recycled: false,
+            limit: None,
+            began_memory: 0,
+            growth: RouteGrowth::default(),
         })
     });
     let mut outcome = RunOutcome::default();
@@ -178,6 +217,8 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
         handled: run.handled,
         leave: run.leave,
         recycled: run.recycled,
+        limit: run.limit,
+        growth: run.growth,
     };
     if !run.in_flight.is_null() {
         end.request_failed = true;
@@ -217,18 +258,37 @@ pub extern "C" fn pw_rs_worker_active() -> bool {
 }
 
 /// Waits for the next request and fills `*req` with it: true. When the script must stop
-/// (shutdown, restart, max_requests) fills `*req` with the idle pseudo-request: false.
+/// (shutdown, restart, max_requests, max_memory) fills `*req` with the idle
+/// pseudo-request: false. `memory` and `real_memory` are PHP's memory now
+/// (memory_get_usage() and memory_get_usage(true)).
 ///
 /// # Safety
 /// `req` is writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest) -> bool {
+pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize, real_memory: usize) -> bool {
     with_run(false, |t| {
+        t.info.set_real_memory(real_memory);
         let run = t.run.as_mut().expect("checked by with_run");
         let first = !run.reached_handle_request;
         run.reached_handle_request = true;
-        let limit = run.generation.spec.max_requests;
-        let stop = run.leave.is_some() || run.recycled || (limit != 0 && run.handled >= limit);
+        run.began_memory = memory;
+        let spec = &run.generation.spec;
+        if run.limit.is_none() {
+            if spec.max_requests != 0 && run.handled >= spec.max_requests {
+                run.limit = Some(Limit::MaxRequests);
+            } else if spec.max_memory != 0 && real_memory as u64 > spec.max_memory && run.handled > 0 {
+                // After a request only: a script booted past the limit still serves.
+                run.limit = Some(Limit::MaxMemory(real_memory));
+            }
+        }
+        let stop = run.leave.is_some() || run.recycled || run.limit.is_some();
+        if first && !run.restarts_quietly && spec.max_memory != 0 && real_memory as u64 > spec.max_memory {
+            t.host.event(0, Level::Warn, "the worker script uses more than max_memory once booted: it restarts after every request", &[
+                ("worker", spec.name.as_str().into()),
+                ("memory", (real_memory as u64).into()),
+                ("max_memory", spec.max_memory.into()),
+            ]);
+        }
         if first {
             let boot_ms = run.started.elapsed().as_secs_f64() * 1000.0;
             let level = if run.restarts_quietly { Level::Debug } else { Level::Info };
@@ -285,6 +345,11 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
         let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
         run.handled += 1;
         run.request_failed |= failed;
+        if memory > run.began_memory {
+            let (uri, grew) = (ctx.request().field(Field::RequestUri), (memory - run.began_memory) as u64);
+            run.growth.record(uri, grew);
+            t.assignment.counters.grew(uri, grew);
+        }
         t.scratch = ctx.finish(failed);
         t.end_request(memory);
     })
