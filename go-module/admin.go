@@ -23,6 +23,10 @@ func init() {
 //
 //	POST /php_worker/workers/restart   restart every worker script, rolling
 //	GET  /php_worker/threads           the PHP threads and what they do, as JSON
+//	GET  /php_worker/health            liveness: 200 while PHP can serve, else 503
+//	GET  /php_worker/ready             readiness: 200 while the server takes traffic
+//
+// (health.go says what each probe checks.)
 //
 // Admin routers are created again with every admin server, so they reach PHP through
 // the package's runtime, not through a config.
@@ -41,7 +45,21 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
+		{Pattern: "/php_worker/health", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return probeAPI(w, r, false)
+		})},
+		{Pattern: "/php_worker/ready", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return probeAPI(w, r, true)
+		})},
 	}
+}
+
+// probeAPI answers a probe on the admin API, whose errors are caddy.APIErrors.
+func probeAPI(w http.ResponseWriter, r *http.Request, ready bool) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
+	}
+	return writeProbe(w, r, ready)
 }
 
 // restartTimeout bounds how long a restart waits for the new scripts to boot.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
 
@@ -110,8 +111,10 @@ type App struct {
 	// relative to Caddy's working directory; match is not allowed here.
 	Workers []WorkerConfig `json:"workers,omitempty"`
 
+	ctx      caddy.Context
 	logger   *zap.Logger
 	registry *workerRegistry
+	exit     *exitState
 	plan     *plan          // set by Start
 	watchers []*fileWatcher // from Start to Stop
 }
@@ -169,7 +172,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 // setup is what Provision does without other apps: defaults and an empty registry.
 func (a *App) setup(ctx caddy.Context) {
+	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.exit = new(exitState)
 	if a.ShutdownTimeout == 0 {
 		a.ShutdownTimeout = caddy.Duration(30 * time.Second)
 	}
@@ -203,14 +208,59 @@ func (a *App) setup(ctx caddy.Context) {
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
 
+// exitState is the stop of PHP for the process's exit.
+type exitState struct {
+	mu   sync.Mutex
+	done chan struct{} // closed once PHP stopped
+}
+
 // exitHook starts PHP's shutdown when Caddy stops for good.
 type exitHook struct{ app *App }
 
 func (h exitHook) Handle(context.Context, caddy.Event) error {
 	if caddy.Exiting() {
-		go php.stop(h.app)
+		h.app.stopForExit()
 	}
 	return nil
+}
+
+// stopForExit stops PHP once the http app's shutdown_delay has passed, in the
+// background: during the delay PHP serves every request as before while readiness
+// answers 503, so load balancers move away first. Caddy stops its apps in no set order,
+// and the http app's Stop waits for the requests in flight: starting PHP's bounded
+// shutdown here (not in whichever Stop comes first) keeps a long request from holding
+// the exit for longer than shutdown_timeout, and keeps PHP up for the whole delay.
+func (a *App) stopForExit() {
+	a.exit.mu.Lock()
+	defer a.exit.mu.Unlock()
+	if a.exit.done != nil {
+		return
+	}
+	stopping.Store(true)
+	done := make(chan struct{})
+	a.exit.done = done
+	delay := a.shutdownDelay()
+	if delay > 0 {
+		a.logger.Info("stopping: readiness answers 503 and PHP keeps serving until shutdown_delay has passed",
+			zap.Duration("shutdown_delay", delay))
+	}
+	go func() {
+		defer close(done)
+		time.Sleep(delay)
+		php.stop(a)
+	}()
+}
+
+// shutdownDelay is the http app's shutdown_delay, if any.
+func (a *App) shutdownDelay() time.Duration {
+	httpApp, err := a.ctx.AppIfConfigured("http")
+	if err != nil {
+		return 0
+	}
+	if h, ok := httpApp.(*caddyhttp.App); ok {
+		return time.Duration(h.ShutdownDelay)
+	}
+	return 0
 }
 
 // Validate checks the settings.
@@ -348,6 +398,10 @@ func (a *App) Stop() error {
 		fw.Close()
 	}
 	a.watchers = nil
+	if caddy.Exiting() {
+		a.stopForExit() // PHP stops after shutdown_delay; Cleanup waits for it
+		return nil
+	}
 	php.stop(a)
 	return nil
 }
@@ -356,6 +410,12 @@ func (a *App) Stop() error {
 func (a *App) Cleanup() error {
 	if a.registry == nil {
 		return nil
+	}
+	a.exit.mu.Lock()
+	done := a.exit.done
+	a.exit.mu.Unlock()
+	if done != nil {
+		<-done // every app has stopped: the process exits once PHP has
 	}
 	for i := range a.Workers {
 		a.Workers[i].releasePool()

@@ -45,6 +45,7 @@ type poolStats struct {
 	Ready      int       `json:"ready"`
 	Failing    int       `json:"failing"`
 	Busy       int       `json:"busy"`
+	Idle       int       `json:"idle"`
 	Queued     int       `json:"queued"`
 	Duration   histogram `json:"duration"`
 	Wait       histogram `json:"wait"`

@@ -48,6 +48,7 @@ type phpRuntime struct {
 	current  *App
 	pending  *App
 	pools    map[uint32]*poolState // the worker pools of the running engine
+	maxStuck atomic.Int64          // the running config's max_stuck_threads, for readiness
 }
 
 // poolState is what the runtime knows of a worker pool in the running engine.
@@ -205,6 +206,7 @@ func (rt *phpRuntime) commit() {
 	if err := e.setDeadlines(p.plan.timeoutGrace, p.plan.maxStuck); err != nil {
 		appLogger().Error("setting request deadlines", zap.Error(err))
 	}
+	rt.setMaxStuck(p.plan)
 	if err := e.resizeClassic(p.plan.classic); err != nil {
 		appLogger().Error("resizing the classic pool", zap.Error(err))
 	}
@@ -284,12 +286,23 @@ func (rt *phpRuntime) boot(p *plan) error {
 		return err
 	}
 	rt.pools, rt.settings = pools, p.settings
+	rt.setMaxStuck(p)
 	rt.engine.Store(e)
 	reserveCallbackP(true)
 	appLogger().Info("PHP engine started", zap.String("php_version", phpVersion()), zap.String("core", coreBuildID),
 		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
 		zap.Int("max_threads", p.maxThreads))
 	return nil
+}
+
+// setMaxStuck keeps the limit readiness compares stuck threads with (none when the
+// deadline is off).
+func (rt *phpRuntime) setMaxStuck(p *plan) {
+	if p.timeoutGrace < 0 {
+		rt.maxStuck.Store(0)
+	} else {
+		rt.maxStuck.Store(int64(p.maxStuck))
+	}
 }
 
 // shutdownEngine stops the running engine: requests arriving meanwhile wait for the

@@ -1,0 +1,138 @@
+"""Health and readiness probes, on the admin API and on a site route, in each state a
+load balancer or Kubernetes must see: serving, a worker still booting, threads stuck at
+their limit, and a stop with shutdown_delay (during which PHP keeps serving)."""
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+from conftest import APP, make_caddyfile
+
+HERE = Path(__file__).resolve().parent
+
+PROBES = "\thandle /live {\n\t\tphp_worker_health live\n\t}\n\thandle /ready {\n\t\tphp_worker_health ready\n\t}\n"
+
+
+def with_probes(caddyfile, global_options=""):
+    """Adds the site's probe routes (and Caddy global options) to a test Caddyfile."""
+    caddyfile = caddyfile.replace("\tphp_worker {\n\t\tenv APP_ENV", PROBES + "\tphp_worker {\n\t\tenv APP_ENV", 1)
+    return caddyfile.replace("\tpersist_config off\n", "\tpersist_config off\n" + global_options, 1)
+
+
+def probe(srv, name, admin=False):
+    """(status, decoded body) of a probe: /php_worker/<health|ready> on the admin API, or
+    the site's /live and /ready routes."""
+    if admin:
+        status, body = srv.admin("GET", "/php_worker/" + ("health" if name == "live" else "ready"))
+    else:
+        r = srv.get("/" + name, timeout=10)
+        status, body = r.status, r.text
+    return status, json.loads(body)
+
+
+def all_probes(srv):
+    return {(name, admin): probe(srv, name, admin) for name in ("live", "ready") for admin in (False, True)}
+
+
+def test_probes_answer_200_while_the_server_serves(start_server):
+    worker = f"\t\tworker {{\n\t\t\tfile {HERE}/worker/counter.php\n\t\t\tname counter\n\t\t\tnum 1\n\t\t\tmatch /count\n\t\t}}"
+    srv = start_server("probes", lambda port, admin: with_probes(make_caddyfile(port, admin, threads=3, site_extra=worker)))
+    deadline = time.time() + 10
+    while probe(srv, "ready")[0] != 200 and time.time() < deadline:
+        time.sleep(0.05)
+    for (name, admin), (status, body) in all_probes(srv).items():
+        assert status == 200 and body["status"] == "ok" and body["engine"] == "running", (name, admin, body)
+        assert "reasons" not in body
+        pools = {p.get("worker", ""): p for p in body["pools"]}
+        assert pools["counter"]["ready"] == 1 and pools[""]["threads"] == 2, body
+    r = srv.request("/ready", method="HEAD")
+    assert (r.status, r.body) == (200, b"")
+    assert srv.request("/ready", method="POST").status == 405
+    assert srv.admin("POST", "/php_worker/ready")[0] == 405
+    assert srv.get("/hello.php").text == "Hello, world!"
+    assert srv.stop() == 0
+
+
+def test_readiness_waits_for_every_worker_to_boot(start_server):
+    """A worker that takes 3 s to boot: until it has a booted thread, both probes answer
+    503 naming it (nothing can serve its routes yet), then 200."""
+    worker = (f"\t\tworker {{\n\t\t\tfile {HERE}/worker/slow-boot.php\n\t\t\tname slow\n\t\t\tnum 1\n"
+              "\t\t\tenv BOOT_SECONDS 3\n\t\t\tmatch /slow\n\t\t}")
+    srv = start_server("probes-boot", lambda port, admin: with_probes(make_caddyfile(port, admin, threads=2, site_extra=worker)))
+    booting = all_probes(srv)
+    for (name, admin), (status, body) in booting.items():
+        assert status == 503 and body["status"] == "unavailable", (name, admin, body)
+        assert "worker slow has no booted thread" in body["reasons"], body
+    assert srv.get("/slow", timeout=30).text == "booted"
+    for (name, admin), (status, body) in all_probes(srv).items():
+        assert status == 200, (name, admin, body)
+    assert srv.stop() == 0
+
+
+def test_readiness_fails_while_stuck_threads_are_at_their_limit(start_server):
+    """max_stuck_threads 1: a request stuck in a long C call (bcrypt) past its time limit
+    and the grace is answered 504 and its thread replaced; while that thread is stuck,
+    readiness answers 503 (one more stuck request would leave the pool a thread short),
+    liveness stays 200 (the replacement serves); once the call returns, both are 200."""
+    srv = start_server("probes-stuck", lambda port, admin: with_probes(make_caddyfile(
+        port, admin, threads=2,
+        global_extra="\t\tphp_ini max_execution_time 1\n\t\ttimeout_grace 1s\n\t\tmax_stuck_threads 1\n")))
+    assert probe(srv, "ready")[0] == 200
+    # bcrypt's cost doubles its time: find one that runs well past the 2 s deadline.
+    cost, took = 10, 0.0
+    while took < 0.2:
+        cost += 1
+        start = time.monotonic()
+        assert srv.get(f"/bcrypt.php?cost={cost}").text == "60"
+        took = time.monotonic() - start
+    cost += 6  # 64 times as long: about 12 s or more
+    answer = []
+    client = threading.Thread(target=lambda: answer.append(srv.get(f"/bcrypt.php?cost={cost}", timeout=120)))
+    client.start()
+    client.join(30)
+    assert answer and answer[0].status == 504, answer
+    during = all_probes(srv)
+    assert srv.get("/hello.php").text == "Hello, world!", "the replacement thread serves"
+    for admin in (False, True):
+        status, body = during[("ready", admin)]
+        assert status == 503 and body["stuck_threads"] == {"threads": 1, "limit": 1}, body
+        assert "1 PHP threads are stuck: max_stuck_threads is reached" in body["reasons"], body
+        assert during[("live", admin)][0] == 200, during[("live", admin)]
+    deadline = time.time() + 120
+    while probe(srv, "ready")[0] != 200 and time.time() < deadline:
+        time.sleep(0.2)
+    assert probe(srv, "ready") [0] == 200, "ready again once the stuck thread came back"
+    assert srv.stop() == 0
+
+
+def test_php_serves_through_shutdown_delay_while_readiness_fails(start_server):
+    """SIGTERM with Caddy's shutdown_delay 3s: from the signal on, readiness answers 503
+    ("the server is stopping") while every request, PHP ones included, is served as
+    before, until the delay has passed; then the server drains and exits cleanly."""
+    worker = f"\t\tworker {{\n\t\t\tfile {HERE}/worker/counter.php\n\t\t\tnum 1\n\t\t\tmatch /count\n\t\t}}"
+    srv = start_server("probes-stop", lambda port, admin: with_probes(
+        make_caddyfile(port, admin, threads=3, site_extra=worker), "\tshutdown_delay 3s\n"))
+    assert probe(srv, "ready")[0] == 200
+    srv.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    seen = []
+    while time.monotonic() - signalled < 2.5:
+        ready = probe(srv, "ready")
+        live = probe(srv, "live")
+        hello, count, static = srv.get("/hello.php", timeout=2), srv.get("/count", timeout=2), srv.get("/static.txt", timeout=2)
+        seen.append((round(time.monotonic() - signalled, 2), ready[0], live[0], hello.status, count.status, static.status))
+        assert ready[0] == 503 and "the server is stopping" in ready[1]["reasons"], ready
+        assert live[0] == 200, live
+        assert (hello.status, hello.text) == (200, "Hello, world!")
+        assert count.status == 200 and count.text.startswith("requests:")
+        assert static.status == 200
+        time.sleep(0.2)
+    print(f"\nduring shutdown_delay (s since SIGTERM, ready, live, php, worker, static): {seen}")
+    assert len(seen) >= 5
+    srv.proc.wait(timeout=30)
+    assert srv.proc.returncode == 0
+    log = srv.log_text()
+    assert "PHP keeps serving until shutdown_delay has passed" in log
+    assert "PHP engine stopped" in log
