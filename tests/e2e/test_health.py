@@ -57,7 +57,8 @@ def test_probes_answer_200_while_the_server_serves(start_server):
 
 def test_readiness_waits_for_every_worker_to_boot(start_server):
     """A worker that takes 3 s to boot: until it has a booted thread, both probes answer
-    503 naming it (nothing can serve its routes yet), then 200."""
+    503 naming it (nothing can serve its routes yet), then 200; and again after a php_ini
+    change restarted PHP, until the worker has booted anew."""
     worker = (f"\t\tworker {{\n\t\t\tfile {HERE}/worker/slow-boot.php\n\t\t\tname slow\n\t\t\tnum 1\n"
               "\t\t\tenv BOOT_SECONDS 3\n\t\t\tmatch /slow\n\t\t}")
     srv = start_server("probes-boot", lambda port, admin: with_probes(make_caddyfile(port, admin, threads=2, site_extra=worker)))
@@ -68,6 +69,15 @@ def test_readiness_waits_for_every_worker_to_boot(start_server):
     assert srv.get("/slow", timeout=30).text == "booted"
     for (name, admin), (status, body) in all_probes(srv).items():
         assert status == 200, (name, admin, body)
+
+    # A php_ini change restarts PHP: readiness fails until the worker has booted again.
+    caddyfile = (srv.workdir / "Caddyfile").read_text().replace("php_ini log_errors 1", "php_ini log_errors 1\n\t\tphp_ini precision 15")
+    status, body = srv.load(caddyfile)
+    assert status == 200, body
+    during = probe(srv, "ready")
+    assert during[0] == 503 and "worker slow has no booted thread" in during[1]["reasons"], during
+    assert srv.get("/slow", timeout=30).text == "booted"
+    assert probe(srv, "ready")[0] == 200
     assert srv.stop() == 0
 
 
