@@ -159,10 +159,11 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0, unbuffered=False):
+                 max_threads=0, unbuffered=False, unbuffered_requests=False):
         super().__init__()
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
         self.unbuffered = unbuffered  # response_buffer off
+        self.unbuffered_requests = unbuffered_requests  # request_buffer off
         self.env = env or {}
         self.binary = binary
         self.max_threads = max_threads  # autoscaling up to this many threads for the worker (or classic)
@@ -204,6 +205,7 @@ class PhpWorker(Server):
             scaling = f"\t\tmax_threads {total - self.threads + self.max_threads}\n"
         admin = f"admin 127.0.0.1:{self.admin_port}" if self.admin_port else "admin off"
         buffering = "\t\tresponse_buffer off\n" if self.unbuffered else ""
+        buffering += "\t\trequest_buffer off\n" if self.unbuffered_requests else ""
         (d / "Caddyfile").write_text(f"""{{
 	{admin}
 	persist_config off
@@ -312,6 +314,7 @@ http {{
 	uwsgi_temp_path {d}/uwsgi;
 	scgi_temp_path {d}/scgi;
 	keepalive_requests 1000000;
+	client_max_body_size 64m;
 	server {{
 		listen 127.0.0.1:{self.port} backlog=4096;
 		root {root};
@@ -379,7 +382,7 @@ class ThreadSampler:
             self.thread.join()
 
 
-def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
+def oha(server, path, *, conns=64, duration=None, rate=None, requests=None, extra=()):
     """Runs oha against the server; returns its summary plus the server's and the
     generator's CPU seconds during the run (and the most PHP threads it ran, when the
     server can tell)."""
@@ -390,6 +393,7 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None):
         args += ["-n", str(requests)]
     if rate:
         args += ["-q", str(rate), "--latency-correction"]
+    args += list(extra)
     pids = server.pids()
     gen_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     before, started = cpu_seconds(pids), time.time()
@@ -459,6 +463,112 @@ class Run:
 
 
 # ---- workloads -----------------------------------------------------------------------
+
+class SlowUploaders:
+    """n clients each uploading `size` bytes at `rate` bytes/s to path, on connections of
+    their own, until stopped (an upload that ends starts again)."""
+
+    def __init__(self, server, n, path="/upload.php", size=2 << 20, rate=64 << 10):
+        import threading
+        self.server, self.path, self.size, self.rate = server, path, size, rate
+        self.stopping = threading.Event()
+        self.completed = 0
+        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(n)]
+
+    def client(self):
+        piece = 16 << 10
+        while not self.stopping.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.server.port), timeout=120) as s:
+                    s.sendall(f"POST {self.path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/octet-stream\r\n"
+                              f"Content-Length: {self.size}\r\nConnection: close\r\n\r\n".encode())
+                    start = time.monotonic()
+                    for sent in range(0, self.size, piece):
+                        if self.stopping.wait(max(0.0, start + sent / self.rate - time.monotonic())):
+                            return
+                        s.sendall(b"u" * min(piece, self.size - sent))
+                    if s.recv(4096):
+                        self.completed += 1
+            except OSError:
+                if self.stopping.wait(0.1):
+                    return
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(5)
+
+
+def probe_latency(server, seconds, timeout=10):
+    """GETs / on a new connection, one after another, for `seconds`: latencies (ms) of the
+    answered ones, how many got no answer within `timeout`, and the server's peak RSS."""
+    latencies, unanswered, peak_rss = [], 0, 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = time.monotonic()
+        try:
+            status, body = http_get(server.port, "/", timeout=timeout)
+            check(status == 200 and is_hello(body), f"{server.name}: / answered {status} during the uploads")
+            latencies.append((time.monotonic() - start) * 1000)
+        except OSError:
+            unanswered += 1
+        peak_rss = max(peak_rss, rss_mb(server.pids()))
+        time.sleep(0.05)
+    latencies.sort()
+    pick = (lambda f: latencies[min(len(latencies) - 1, int(f * len(latencies)))]) if latencies else (lambda f: None)
+    return {"answered": len(latencies), "unanswered": unanswered, "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+            "max_ms": latencies[-1] if latencies else None, "rss_mb": peak_rss}
+
+
+def upload_servers(baseline=None):
+    servers = [
+        PhpWorker("hello", threads=4, label="php_worker, 4 threads (request_buffer 1MB, the default)"),
+        PhpWorker("hello", threads=4, unbuffered_requests=True, label="php_worker, 4 threads, request_buffer off"),
+        NginxFpm("hello", children=4),
+    ]
+    if baseline:
+        servers.insert(2, PhpWorker("hello", threads=4, binary=baseline, label="php_worker, 4 threads (baseline build)"))
+    return servers
+
+
+def workload_uploads(q, baseline=None):
+    """Slow uploads: 8 and 64 clients upload 2 MB at 64 KB/s each (phones on a bad network)
+    to 4 PHP threads while one client GETs hello world over and over on new connections:
+    its latency, how many of its requests got no answer within 10 s, and the server's RSS.
+    Then upload throughput: 1 MB bodies read whole by PHP, closed loop, 16 connections.
+    Servers one at a time (the uploaders load the machine)."""
+    body = WORK / "upload-1mb.bin"
+    body.write_bytes(b"u" * (1 << 20))
+    rows = []
+    for server in upload_servers(baseline):
+        with Run(server, "/", is_hello):
+            row = {"server": server.name, "idle": probe_latency(server, 1 if q else 3)}
+            for n in ((8,) if q else (8, 64)):
+                with SlowUploaders(server, n):
+                    time.sleep(1)
+                    row[f"slow{n}"] = probe_latency(server, q.short if q else 10, timeout=2 if q else 10)
+                time.sleep(2)  # the uploads' requests end
+            r = oha(server, "/upload.php", conns=16, duration=q.short if q else 8,
+                    extra=["-m", "POST", "-T", "application/octet-stream", "-D", str(body)])
+            check_answered(r, f"{server.name} (1 MB uploads)")
+            row["upload"] = r
+            rows.append(row)
+            log(f"  {server.name}: idle p50 {row['idle']['p50_ms']:.1f} ms; " + "; ".join(
+                f"{n} slow uploaders: p50 {fmt_ms(row[f'slow{n}']['p50_ms'])}, p99 {fmt_ms(row[f'slow{n}']['p99_ms'])}, "
+                f"{row[f'slow{n}']['unanswered']} unanswered, RSS {row[f'slow{n}']['rss_mb']:.0f} MB"
+                for n in ((8,) if q else (8, 64))) + f"; 1 MB uploads {r['ok_rps']:.0f}/s")
+    return {"rows": rows}
+
+
+def fmt_ms(x):
+    return "–" if x is None else f"{x:.1f} ms"
+
+
 
 def hello_servers(baseline=None):
     servers = [
@@ -1007,6 +1117,26 @@ def write_results(results, elapsed):
             w(f"| {share:.1f}% | `{sym[:110]}` |")
         w("")
 
+    if results.get("uploads"):
+        w("## 7. Slow uploads\n")
+        w("8 and 64 clients upload 2 MB each at 64 KB/s (uploads that end start again) to 4 PHP threads, while "
+          "one client GETs hello world on a new connection every 50 ms for 10 s (10 s timeout): its latency, how "
+          "many of its requests got no answer, and the server's peak RSS meanwhile. Then 1 MB uploads read whole "
+          "by PHP (php://input), closed loop, 16 connections, 8 s. With `request_buffer off` PHP reads each body "
+          "from the client as it comes, as it did before request buffering; nginx buffers bodies for php-fpm "
+          "(memory, then a temporary file).\n")
+        w("| server | idle p50 ms | 8 uploaders: p50 / p99 ms | unanswered | RSS MB | 64 uploaders: p50 / p99 ms | "
+          "unanswered | RSS MB | 1 MB uploads/s |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in results["uploads"]["rows"]:
+            cells = []
+            for n in (8, 64):
+                p = r.get(f"slow{n}")
+                cells += [f"{fmt_ms(p['p50_ms'])} / {fmt_ms(p['p99_ms'])}", str(p["unanswered"]), f"{p['rss_mb']:.0f}"] \
+                    if p else ["–", "–", "–"]
+            w(f"| {r['server']} | {r['idle']['p50_ms']:.1f} | " + " | ".join(cells) + f" | {r['upload']['ok_rps']:.0f} |")
+        w("")
+
     w("## Targets\n")
     w(targets(results))
     w(analysis(results))
@@ -1203,7 +1333,7 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
-WORKLOADS = ["hello", "boot", "io", "memory", "stores"]
+WORKLOADS = ["hello", "boot", "io", "memory", "stores", "uploads"]
 
 
 class Quick:
@@ -1215,8 +1345,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
     parser.add_argument("--only", nargs="*", choices=WORKLOADS, help="run these workloads")
     parser.add_argument("--baseline", metavar="CADDY", type=Path,
-                        help="also measure hello world in worker mode with this other php_worker build, in the same "
-                             "rounds (with --only hello: a before/after comparison)")
+                        help="also measure hello world in worker mode (and the slow uploads) with this other "
+                             "php_worker build, in the same rounds (with --only hello: a before/after comparison)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
@@ -1259,6 +1389,9 @@ def main():
     if "stores" in selected:
         log("== stores")
         results["stores"] = workload_stores(q)
+    if "uploads" in selected:
+        log("== slow uploads")
+        results["uploads"] = workload_uploads(q, args.baseline)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
     # A quick pass keeps its own file: --report-only documents the last full run.
