@@ -140,6 +140,7 @@ def test_php_serves_through_shutdown_delay_while_readiness_fails(start_server):
         assert static.status == 200
         time.sleep(0.2)
     print(f"\nduring shutdown_delay (s since SIGTERM, ready, live, php, worker, static): {seen}")
+    print(f"readiness then: {json.dumps(ready[1])}")
     assert len(seen) >= 5
     srv.proc.wait(timeout=30)
     assert srv.proc.returncode == 0

@@ -239,8 +239,10 @@ def test_a_cpu_bound_load_adds_no_thread_past_the_cores(start_server):
     assert statuses == [200] * 24
     print(f"24 spinning requests: peak {peak} threads")
     # The first steps may come while the CPU window still holds the idle time before the
-    # burst; once it shows the cores full, growth stops, far below max_threads.
-    assert peak <= 12, f"the CPU stays saturated, so autoscaling stops after a step or two: {peak}"
+    # burst: a step needs 20 ms of the process's CPU, which the test's own client can keep
+    # under 90% of the cores, and the machine's 100 ms window shows the cores full only
+    # after it, so up to five steps of 4 threads. Then growth stops, far below max_threads.
+    assert peak <= 2 + 5 * 4, f"the CPU stays saturated, so autoscaling stops after a few steps: {peak}"
 
 
 def watched_app(root, version):
