@@ -132,9 +132,10 @@ pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
 
 /// A snapshot of the engine's threads and pools, as UTF-8 JSON:
 /// `{"max_threads", "histogram_bounds": [seconds], "threads": [{"index", "name", "state", "pool", "worker",
-/// "generation", "method", "uri", "requests", "memory"}], "pools": [{"id", "worker",
-/// "generation", "staged", "threads", "ready", "failing", "busy", "idle", "base",
-/// "max_threads", "queued", "duration", "wait", "crashes", "restarts"}], "opcache":
+/// "generation", "method", "uri", "requests", "memory", "real_memory"}], "pools": [{"id",
+/// "worker", "generation", "staged", "threads", "ready", "failing", "busy", "idle", "base",
+/// "max_threads", "queued", "duration", "wait", "crashes", "restarts", "memory_growth":
+/// [{"path", "bytes", "requests"}]}], "opcache":
 /// {"guarded", "restart_pending", "restarts_out_of_memory", "restarts_key_table_full",
 /// "restarts_opcache_reset", "holds_timed_out"}, "stuck_threads", "expired_requests"}`, where
 /// `duration` and `wait` are histograms `{"buckets": [cumulative counts], "count",
