@@ -89,7 +89,9 @@ type App struct {
 	// rest of it waits in a temporary file (in $TMPDIR, deleted when the request ends).
 	// So slow uploads hold goroutines and disk, never PHP threads, and a client that
 	// stalls is ended by Caddy's read timeouts (timeouts read_body) with 408. Default:
-	// 1MiB. Bodies of up to 64KiB always travel with the request.
+	// 1MiB. Bodies of up to 64KiB always travel with the request. At most PHP's
+	// post_max_size is read ahead: a larger body streams to PHP (which refuses a POST
+	// that large without reading it).
 	RequestBuffer int64 `json:"request_buffer,omitempty"`
 
 	// Memory all request bodies together may take that way, in bytes: past it, bodies

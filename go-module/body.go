@@ -45,16 +45,36 @@ var (
 // phpRequest's mutex), and closed by the last owner of the request.
 type requestBody struct {
 	chunks []*[chunkSize]byte
-	size   int64 // bytes in all, memory then file
+	size   int64 // bytes read ahead in all, memory then file
 	memory int64 // bytes of the chunks (counted whole in bodyBuffered)
 	spill  *os.File
-	pos    int64 // the next byte PHP reads
+	pos    int64     // the next byte PHP reads
+	rest   io.Reader // what follows a body longer than the read-ahead limit: the client's
 }
 
-// bufferBody reads body to its end within policy's bounds. An error says why the body
-// did not arrive whole; what was read is released.
-func bufferBody(body io.Reader, policy bufferPolicy) (*requestBody, error) {
+// complete says whether the whole body was read ahead.
+func (rb *requestBody) complete() bool {
+	return rb.rest == nil
+}
+
+// bufferBody reads body to its end within policy's bounds. With limit > 0 it reads
+// limit+1 bytes at most: the rest of a longer body stays with the client, for PHP to
+// read (PHP refuses a body past post_max_size, the limit the handler passes, so the
+// disk holds no more than PHP could take). An error says why the body did not arrive
+// whole; what was read is released.
+func bufferBody(client io.Reader, policy bufferPolicy, limit int64) (*requestBody, error) {
 	rb := &requestBody{}
+	body := client
+	var limited *io.LimitedReader
+	if limit > 0 {
+		limited = &io.LimitedReader{R: client, N: limit + 1}
+		body = limited
+	}
+	defer func() {
+		if limited != nil && limited.N == 0 {
+			rb.rest = client
+		}
+	}()
 	for {
 		if rb.memory+chunkSize > policy.limit || bodyBuffered.Add(chunkSize) > policy.total {
 			if rb.memory+chunkSize <= policy.limit {
@@ -133,8 +153,8 @@ func copyBody(f *os.File, body io.Reader, buf []byte, pending int) (int64, error
 	}
 }
 
-// read copies the body's bytes from the read position into buf: the count, short only
-// at the end of the body.
+// read copies the body's bytes from the read position into buf, then (past the
+// read-ahead limit) the client's: the count, short only at the end of the body.
 func (rb *requestBody) read(buf []byte) (int, error) {
 	n := 0
 	for n < len(buf) && rb.pos < rb.size {
@@ -156,6 +176,11 @@ func (rb *requestBody) read(buf []byte) (int, error) {
 		if err != nil && m < int(want) {
 			return n, fmt.Errorf("reading the buffered request body back: %w", err)
 		}
+	}
+	if n < len(buf) && rb.rest != nil {
+		// Past the read-ahead limit: the client's bytes, as they come.
+		m, err := readBody(rb.rest, buf[n:])
+		return n + m, err
 	}
 	return n, nil
 }

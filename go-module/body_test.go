@@ -36,7 +36,7 @@ func TestBufferedBodiesStayInMemoryThenSpill(t *testing.T) {
 		base, files := bodyBuffered.Load(), bodySpillFiles.Load()
 		want := filled(size, byte(size))
 		// One byte per read: the body arrives as slowly as a client can send it.
-		rb, err := bufferBody(iotest.OneByteReader(bytes.NewReader(want)), policy)
+		rb, err := bufferBody(iotest.OneByteReader(bytes.NewReader(want)), policy, 0)
 		if err != nil {
 			t.Fatalf("%d bytes: %v", size, err)
 		}
@@ -64,7 +64,7 @@ func TestBufferedBodiesStayInMemoryThenSpill(t *testing.T) {
 func TestTheTotalBoundSpillsBodiesSooner(t *testing.T) {
 	base := bodyBuffered.Load()
 	policy := bufferPolicy{limit: 4 * chunkSize, total: base + 2*chunkSize}
-	first, err := bufferBody(bytes.NewReader(filled(3*chunkSize, 1)), policy)
+	first, err := bufferBody(bytes.NewReader(filled(3*chunkSize, 1)), policy, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestTheTotalBoundSpillsBodiesSooner(t *testing.T) {
 	if first.memory != 2*chunkSize || first.spill == nil {
 		t.Fatalf("memory %d, spill %v: want 2 chunks kept and the rest in a file", first.memory, first.spill != nil)
 	}
-	second, err := bufferBody(bytes.NewReader(filled(chunkSize, 2)), policy)
+	second, err := bufferBody(bytes.NewReader(filled(chunkSize, 2)), policy, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +93,11 @@ func TestABodyThatDoesNotEndProperlyIsAnErrorAndReleased(t *testing.T) {
 	policy := bufferPolicy{limit: chunkSize, total: 64 << 20}
 	for _, cut := range []int{10, 3 * chunkSize} { // in memory, and in the spill file
 		body := io.MultiReader(bytes.NewReader(filled(cut, 3)), iotest.ErrReader(os.ErrDeadlineExceeded))
-		if _, err := bufferBody(body, policy); bodyErrorStatus(err) != http.StatusRequestTimeout {
+		if _, err := bufferBody(body, policy, 0); bodyErrorStatus(err) != http.StatusRequestTimeout {
 			t.Fatalf("cut at %d: %v, want a read timeout (408)", cut, err)
 		}
 		tooLarge := io.MultiReader(bytes.NewReader(filled(cut, 3)), iotest.ErrReader(&http.MaxBytesError{Limit: 5}))
-		if _, err := bufferBody(tooLarge, policy); bodyErrorStatus(err) != http.StatusRequestEntityTooLarge {
+		if _, err := bufferBody(tooLarge, policy, 0); bodyErrorStatus(err) != http.StatusRequestEntityTooLarge {
 			t.Fatalf("cut at %d: %v, want 413", cut, err)
 		}
 	}
@@ -106,5 +106,27 @@ func TestABodyThatDoesNotEndProperlyIsAnErrorAndReleased(t *testing.T) {
 	}
 	if bodyErrorStatus(errors.Join(errSpill, os.ErrPermission)) != http.StatusInternalServerError {
 		t.Fatal("a spill file that cannot be written is the server's error")
+	}
+}
+
+func TestABodyPastTheLimitKeepsItsRestWithTheClient(t *testing.T) {
+	policy := bufferPolicy{limit: chunkSize, total: 64 << 20}
+	for _, size := range []int{3 * chunkSize, 3*chunkSize + 1, 3*chunkSize + 2, 10 * chunkSize} {
+		want := filled(size, 7)
+		client := bytes.NewReader(want)
+		rb, err := bufferBody(client, policy, 3*chunkSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.complete() != (size <= 3*chunkSize) || rb.size > 3*chunkSize+1 {
+			t.Fatalf("%d bytes: complete %v, read ahead %d", size, rb.complete(), rb.size)
+		}
+		if !rb.complete() && int64(client.Len()) != int64(size)-rb.size {
+			t.Fatalf("%d bytes: read %d from the client, want no more than the read-ahead", size, int64(size)-int64(client.Len()))
+		}
+		if got := readAll(t, rb); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: read back %d bytes, not the body", size, len(got))
+		}
+		rb.close()
 	}
 }

@@ -44,6 +44,8 @@ type engine struct {
 	mu       sync.RWMutex // write-held only to free ptr
 	ptr      *C.php_worker_engine_t
 	stopping atomic.Bool
+	// PHP's post_max_size in bytes (0: no limit), set before the engine is published.
+	postMaxSize int64
 }
 
 // coreBuildID names the Rust core linked in; xcaddy.sh stamps it at link time.

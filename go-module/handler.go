@@ -307,11 +307,14 @@ func (h *Handler) refuse(r *http.Request, status int, reason string) error {
 // when worker is nil) and waits for its response.
 func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer, worker *WorkerConfig) error {
 	// The body first, whole when buffering is on (body.go): no PHP thread waits on it.
+	// A body PHP would refuse (past post_max_size) is not read ahead: PHP refuses it
+	// without reading it, as it always did.
 	var body *requestBody
+	limit := php.postMaxSize()
 	if policy := h.app.requestBufferPolicy(); !policy.off && r.Body != nil && r.Body != http.NoBody &&
-		(r.ContentLength < 0 || r.ContentLength > readAheadBody) {
+		(r.ContentLength < 0 || r.ContentLength > readAheadBody) && (limit <= 0 || r.ContentLength <= limit) {
 		var err error
-		if body, err = bufferBody(r.Body, policy); err != nil {
+		if body, err = bufferBody(r.Body, policy, limit); err != nil {
 			return bodyError(err)
 		}
 		if r.ContentLength >= 0 && body.size != r.ContentLength {
@@ -320,7 +323,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		}
 	}
 	b := getRequestBuffer()
-	if body != nil {
+	if body != nil && body.complete() {
 		b.contentLength = body.size
 	} else {
 		b.contentLength = r.ContentLength
@@ -333,7 +336,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		buildRequest(b, r, s, repl, h.env)
 	}
 	flags := uint32(0)
-	if body != nil && body.size <= readAheadBody {
+	if body != nil && body.complete() && body.size <= readAheadBody {
 		// A chunked body that turned out small travels with the request, as one with a
 		// small Content-Length does.
 		start := len(b.strings)

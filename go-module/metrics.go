@@ -24,6 +24,8 @@ type engineStats struct {
 	// the requests answered that way.
 	StuckThreads    int    `json:"stuck_threads"`
 	ExpiredRequests uint64 `json:"expired_requests"`
+	// PHP's post_max_size in bytes (0: no limit).
+	PostMaxSize int64 `json:"post_max_size"`
 }
 
 // opcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).

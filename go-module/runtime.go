@@ -287,12 +287,26 @@ func (rt *phpRuntime) boot(p *plan) error {
 	}
 	rt.pools, rt.settings = pools, p.settings
 	rt.setMaxStuck(p)
+	if raw, err := e.stats(); err == nil {
+		var s engineStats
+		if json.Unmarshal(raw, &s) == nil {
+			e.postMaxSize = s.PostMaxSize
+		}
+	}
 	rt.engine.Store(e)
 	reserveCallbackP(true)
 	appLogger().Info("PHP engine started", zap.String("php_version", phpVersion()), zap.String("core", coreBuildID),
 		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
 		zap.Int("max_threads", p.maxThreads))
 	return nil
+}
+
+// postMaxSize is the running PHP's post_max_size in bytes (0: none, or no PHP).
+func (rt *phpRuntime) postMaxSize() int64 {
+	if e := rt.engine.Load(); e != nil {
+		return e.postMaxSize
+	}
+	return 0
 }
 
 // setMaxStuck keeps the limit readiness compares stuck threads with (none when the

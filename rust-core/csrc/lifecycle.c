@@ -157,3 +157,10 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 	pw_clear_request_info();
 	return result;
 }
+
+int64_t pw_shim_post_max_size(void)
+{
+	/* The main thread's copy of the SAPI globals, set from php.ini and php_ini at startup;
+	 * post_max_size is PHP_INI_PERDIR, so no script changes it later. */
+	return (int64_t)SG(post_max_size);
+}

@@ -143,6 +143,10 @@ extern void pw_shim_engine_shutdown(void);
 // pw_shim_engine_startup.
 extern pw_opcache_hook pw_shim_opcache_attach(void);
 
+// PHP's post_max_size in bytes (0 or less: no limit), on the main thread after
+// pw_shim_engine_startup.
+extern int64_t pw_shim_post_max_size(void);
+
 // Installs the handler that writes a line on standard error when a PHP thread gets
 // SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT, then calls the handler that was there
 // before (Go's). Once per process (later calls do nothing), after Go's runtime

@@ -234,7 +234,8 @@ void php_worker_engine_delete(php_worker_engine_t *engine);
 // "max_threads", "queued", "duration", "wait", "crashes", "restarts", "memory_growth":
 // [{"path", "bytes", "requests"}]}], "opcache":
 // {"guarded", "restart_pending", "restarts_out_of_memory", "restarts_key_table_full",
-// "restarts_opcache_reset", "holds_timed_out"}, "stuck_threads", "expired_requests"}`, where
+// "restarts_opcache_reset", "holds_timed_out"}, "stuck_threads", "expired_requests",
+// "post_max_size"}` (PHP's post_max_size in bytes, 0 for no limit), where
 // `duration` and `wait` are histograms `{"buckets": [cumulative counts], "count",
 // "sum"}` in seconds over fixed bounds (src/runtime/counters.rs). Reads atomics and
 // short locks only: PHP is not called.

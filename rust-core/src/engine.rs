@@ -45,6 +45,14 @@ pub struct Engine {
     queue_capacity: usize,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
+    /// PHP's post_max_size in bytes (0: no limit), as PHP read it at startup.
+    post_max_size: u64,
+}
+
+/// What the main thread found once PHP was up.
+struct Started {
+    hook: OpcacheHook,
+    post_max_size: u64,
 }
 
 impl Engine {
@@ -58,7 +66,7 @@ impl Engine {
             let ini = CString::new(config.ini_entries()?).map_err(|_| Error::Config("NUL in php_ini".into()))?;
             start_main_thread(ini, host.clone())
         })();
-        let (main, hook) = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
+        let (main, Started { hook, post_max_size }) = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
         let registry = Arc::new(Registry::default());
         if hook == OpcacheHook::Unpatched {
             host.log(0, Level::Warn, "this PHP's OPcache lacks php_worker's thread hook (scripts/php-patches/opcache-thread-hook.patch): \
@@ -99,7 +107,14 @@ impl Engine {
             queue_capacity: config.queue_capacity,
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
+            post_max_size,
         })
+    }
+
+    /// PHP's post_max_size in bytes (0: no limit): no script can change it (it is
+    /// PHP_INI_PERDIR), so the host may size what it reads ahead of PHP by it.
+    pub fn post_max_size(&self) -> u64 {
+        self.post_max_size
     }
 
     pub fn host(&self) -> &Arc<Host> {
@@ -241,8 +256,8 @@ impl Drop for Engine {
     }
 }
 
-fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, OpcacheHook)> {
-    let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<OpcacheHook, String>>();
+fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Started)> {
+    let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<Started, String>>();
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("php-main".into())
@@ -265,7 +280,9 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Opcac
             let hook = unsafe { sys::pw_shim_opcache_attach() };
             // SAFETY: Go's runtime is up (the host called in through cgo).
             unsafe { sys::pw_shim_crash_trail_install() };
-            let _ = ready_tx.send(Ok(hook));
+            // SAFETY: on the main thread, after startup.
+            let post_max_size = u64::try_from(unsafe { sys::pw_shim_post_max_size() }).unwrap_or(0);
+            let _ = ready_tx.send(Ok(Started { hook, post_max_size }));
             let _ = stop_rx.recv();
             // SAFETY: every PHP thread has ended (Engine::shutdown joined them).
             unsafe { sys::pw_shim_engine_shutdown() };
@@ -275,7 +292,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Opcac
         })
         .map_err(|e| Error::Startup(format!("cannot spawn the PHP main thread: {e}")))?;
     match ready_rx.recv() {
-        Ok(Ok(hook)) => Ok((MainThread { stop: stop_tx, handle }, hook)),
+        Ok(Ok(started)) => Ok((MainThread { stop: stop_tx, handle }, started)),
         Ok(Err(msg)) => {
             let _ = handle.join();
             Err(Error::Startup(msg))

@@ -23,6 +23,8 @@ pub struct Stats {
     pub stuck_threads: usize,
     /// Requests answered because they ran past their deadline.
     pub expired_requests: u64,
+    /// PHP's post_max_size in bytes (0: no limit).
+    pub post_max_size: u64,
 }
 
 #[derive(Serialize, Debug)]
@@ -83,5 +85,6 @@ pub fn collect(engine: &Engine) -> Stats {
         opcache: opcache::gate().stats(),
         stuck_threads,
         expired_requests: engine.deadlines().1,
+        post_max_size: engine.post_max_size(),
     }
 }

@@ -264,6 +264,14 @@ fn max_memory_recycles_a_growing_script_and_counts_its_growth() {
 }
 
 #[test]
+fn post_max_size_is_read_at_startup() {
+    with_engine(r#"{"php_ini":{"post_max_size":"3M"}}"#, 1, |engine| {
+        assert_eq!(engine.post_max_size(), 3 << 20);
+        assert_eq!(crate::stats::collect(engine).post_max_size, 3 << 20);
+    });
+}
+
+#[test]
 fn handle_request_outside_a_worker_throws() {
     with_engine(DISPLAY_ERRORS, 1, |engine| {
         let s = script(

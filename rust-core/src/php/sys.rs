@@ -118,6 +118,9 @@ unsafe extern "C" {
     /// Points OPcache's thread hook at pw_rs_opcache_event, on the main thread after
     /// pw_shim_engine_startup.
     pub fn pw_shim_opcache_attach() -> OpcacheHook;
+    /// PHP's post_max_size in bytes (0 or less: no limit), on the main thread after
+    /// pw_shim_engine_startup.
+    pub fn pw_shim_post_max_size() -> i64;
     /// Installs the handler that writes a line on standard error when a PHP thread gets
     /// SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT, then calls the handler that was there
     /// before (Go's). Once per process (later calls do nothing), after Go's runtime
