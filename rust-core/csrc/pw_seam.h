@@ -39,6 +39,20 @@
 
 #define PW_INCREMENT_FULL 3
 
+// What pw_shim_cli_run runs (csrc/cli.c).
+typedef enum {
+  // The script `argv[0]`.
+  PW_CLI_MODE_SCRIPT = 0,
+  // `code` (php -r).
+  PW_CLI_MODE_CODE,
+  // php -v.
+  PW_CLI_MODE_VERSION,
+  // php -m.
+  PW_CLI_MODE_MODULES,
+  // php -i.
+  PW_CLI_MODE_INFO,
+} pw_cli_mode;
+
 // What pw_shim_opcache_attach found.
 typedef enum {
   // OPcache is not loaded.
@@ -58,6 +72,22 @@ typedef enum {
   // A bailout escaped PHP's own handlers: the thread needs a fresh PHP context.
   PW_RUN_RESULT_UNHEALTHY = 2,
 } pw_run_result;
+
+// A command line for pw_shim_cli_run; every pointer is valid for the call.
+typedef struct {
+  pw_cli_mode mode;
+  // The script's $argv, `argc` NUL-terminated strings (PHP's type: not modified).
+  int argc;
+  char **argv;
+  // The code of [`CliMode::Code`], else NULL.
+  const char *code;
+  // "key=value\n" lines applied after php.ini and the CLI's own settings, or NULL.
+  const char *ini_entries;
+  // The php.ini file or folder to read instead of the default (php -c), or NULL.
+  const char *ini_path;
+  // Read no php.ini at all (php -n): 1, else 0.
+  int no_ini;
+} pw_cli_args;
 
 // Variables for `$_SERVER` or the environment, in the layout of src/layout.rs: `pairs`
 // pairs, each two (offset, length) spans into `block`, whose strings end with a NUL.
@@ -129,6 +159,11 @@ typedef struct {
   const uint8_t *data;
   size_t len;
 } pw_store_value;
+
+// Starts PHP with a SAPI named "cli", runs one command line as PHP's CLI does, and
+// stops PHP: the exit status (255 after a fatal error, 1 when PHP does not start).
+// On a thread of its own, in a process where no engine runs.
+extern int pw_shim_cli_run(const pw_cli_args *args);
 
 // Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
 // engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)

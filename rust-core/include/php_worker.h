@@ -90,6 +90,18 @@
 
 #define PHP_WORKER_LOG_ERROR 3
 
+// php_worker_cli_run() modes: the script `argv[0]`; `code` (php -r); php -v; php -m;
+// php -i.
+#define PHP_WORKER_CLI_SCRIPT 0
+
+#define PHP_WORKER_CLI_CODE 1
+
+#define PHP_WORKER_CLI_VERSION 2
+
+#define PHP_WORKER_CLI_MODULES 3
+
+#define PHP_WORKER_CLI_INFO 4
+
 // The fixed fields at the start of a request's spans, in this order. Empty strings
 // stand for "absent".
 enum php_worker_field
@@ -187,6 +199,25 @@ typedef struct {
               const uint8_t *fields,
               size_t fields_len);
 } php_worker_callbacks_t;
+
+// A command line for php_worker_cli_run(). Strings are NUL-terminated; NULL for absent.
+typedef struct {
+  // One of the PHP_WORKER_CLI_* modes.
+  uint32_t mode;
+  // The script's $argv: for PHP_WORKER_CLI_SCRIPT, argv[0] is the script's path.
+  const char *const *argv;
+  size_t argc;
+  // The code of PHP_WORKER_CLI_CODE.
+  const char *code;
+  // The engine settings JSON of php_worker_engine_new() (its php_ini, applied after
+  // php.ini: the server's, then php -d), or NULL.
+  const uint8_t *settings_json;
+  size_t settings_len;
+  // The php.ini file or folder to read instead of the default one (php -c).
+  const char *ini_path;
+  // Read no php.ini (php -n).
+  bool no_ini;
+} php_worker_cli_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -410,6 +441,17 @@ void php_worker_bytes_delete(php_worker_bytes_t *bytes);
 
 // The version of the PHP linked in ("8.2.32"), a static NUL-terminated string.
 const char *php_worker_php_version(void);
+
+// Runs one command line as PHP's own CLI does (`php script.php args`, `php -r`, `-v`,
+// `-m`, `-i`): PHP starts with a SAPI named "cli", reads php.ini and then the
+// settings' php_ini, runs the command with the process's standard input, output and error,
+// and stops. Returns the script's exit status (255 after a fatal error, 1 when PHP does
+// not start, 2 when the command is invalid or an engine runs in this process). Blocks
+// until the command ends. Meant for a process of its own (`caddy php-cli`).
+//
+// # Safety
+// `command` and the strings it points to are valid for the call.
+int32_t php_worker_cli_run(const php_worker_cli_t *command);
 
 #ifdef __cplusplus
 }  // extern "C"

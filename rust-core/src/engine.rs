@@ -27,7 +27,7 @@ pub const CLASSIC: PoolId = 0;
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// True while an engine exists: PHP has a single SAPI per process.
-static ENGINE_ALIVE: AtomicBool = AtomicBool::new(false);
+pub(crate) static ENGINE_ALIVE: AtomicBool = AtomicBool::new(false);
 
 struct MainThread {
     stop: mpsc::Sender<()>,

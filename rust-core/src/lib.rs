@@ -40,6 +40,7 @@ pub mod scaling;
 pub mod watchdog;
 pub mod engine;
 pub mod stats;
+pub mod cli;
 
 #[cfg(test)]
 mod testing;

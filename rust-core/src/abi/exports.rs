@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::types::{
-    Callbacks, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
+    Callbacks, CliCommand, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
     PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
 };
 use crate::config::{EngineConfig, WorkerSpec};
@@ -426,4 +426,27 @@ pub unsafe extern "C" fn php_worker_bytes_delete(bytes: *mut BytesHandle) {
 #[unsafe(no_mangle)]
 pub extern "C" fn php_worker_php_version() -> *const c_char {
     concat!(env!("PHP_WORKER_PHP_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Runs one command line as PHP's own CLI does (`php script.php args`, `php -r`, `-v`,
+/// `-m`, `-i`): PHP starts with a SAPI named "cli", reads php.ini and then the
+/// settings' php_ini, runs the command with the process's standard input, output and error,
+/// and stops. Returns the script's exit status (255 after a fatal error, 1 when PHP does
+/// not start, 2 when the command is invalid or an engine runs in this process). Blocks
+/// until the command ends. Meant for a process of its own (`caddy php-cli`).
+///
+/// # Safety
+/// `command` and the strings it points to are valid for the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_cli_run(command: *const CliCommand) -> i32 {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the caller lends a valid command for the call.
+        let Some(command) = (unsafe { command.as_ref() }) else { return 2 };
+        // SAFETY: as above.
+        match unsafe { crate::cli::Command::copy(command) } {
+            Some(command) => crate::cli::run(command),
+            None => 2,
+        }
+    }))
+    .unwrap_or(2)
 }

@@ -122,3 +122,31 @@ pub struct Callbacks {
         unsafe extern "C" fn(handle: usize, level: i32, message: *const u8, message_len: usize, fields: *const u8, fields_len: usize),
     >,
 }
+
+/// php_worker_cli_run() modes: the script `argv[0]`; `code` (php -r); php -v; php -m;
+/// php -i.
+pub const PHP_WORKER_CLI_SCRIPT: u32 = 0;
+pub const PHP_WORKER_CLI_CODE: u32 = 1;
+pub const PHP_WORKER_CLI_VERSION: u32 = 2;
+pub const PHP_WORKER_CLI_MODULES: u32 = 3;
+pub const PHP_WORKER_CLI_INFO: u32 = 4;
+
+/// A command line for php_worker_cli_run(). Strings are NUL-terminated; NULL for absent.
+#[repr(C)]
+pub struct CliCommand {
+    /// One of the PHP_WORKER_CLI_* modes.
+    pub mode: u32,
+    /// The script's $argv: for PHP_WORKER_CLI_SCRIPT, argv[0] is the script's path.
+    pub argv: *const *const std::ffi::c_char,
+    pub argc: usize,
+    /// The code of PHP_WORKER_CLI_CODE.
+    pub code: *const std::ffi::c_char,
+    /// The engine settings JSON of php_worker_engine_new() (its php_ini, applied after
+    /// php.ini: the server's, then php -d), or NULL.
+    pub settings_json: *const u8,
+    pub settings_len: usize,
+    /// The php.ini file or folder to read instead of the default one (php -c).
+    pub ini_path: *const std::ffi::c_char,
+    /// Read no php.ini (php -n).
+    pub no_ini: bool,
+}

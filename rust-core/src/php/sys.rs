@@ -107,7 +107,45 @@ pub enum OpcacheHook {
     Unpatched = 2,
 }
 
+/// What pw_shim_cli_run runs (csrc/cli.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // read by C
+pub enum CliMode {
+    /// The script `argv[0]`.
+    Script = 0,
+    /// `code` (php -r).
+    Code,
+    /// php -v.
+    Version,
+    /// php -m.
+    Modules,
+    /// php -i.
+    Info,
+}
+
+/// A command line for pw_shim_cli_run; every pointer is valid for the call.
+#[repr(C)]
+pub struct CliArgs {
+    pub mode: CliMode,
+    /// The script's $argv, `argc` NUL-terminated strings (PHP's type: not modified).
+    pub argc: c_int,
+    pub argv: *mut *mut c_char,
+    /// The code of [`CliMode::Code`], else NULL.
+    pub code: *const c_char,
+    /// "key=value\n" lines applied after php.ini and the CLI's own settings, or NULL.
+    pub ini_entries: *const c_char,
+    /// The php.ini file or folder to read instead of the default (php -c), or NULL.
+    pub ini_path: *const c_char,
+    /// Read no php.ini at all (php -n): 1, else 0.
+    pub no_ini: c_int,
+}
+
 unsafe extern "C" {
+    /// Starts PHP with a SAPI named "cli", runs one command line as PHP's CLI does, and
+    /// stops PHP: the exit status (255 after a fatal error, 1 when PHP does not start).
+    /// On a thread of its own, in a process where no engine runs.
+    pub fn pw_shim_cli_run(args: *const CliArgs) -> c_int;
     /// Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
     /// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
     /// must stay valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module

@@ -1,0 +1,266 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+/*
+#include <stdlib.h>
+#include "php_worker.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"unsafe"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "php-cli",
+		Usage: "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]",
+		Short: "Runs a PHP script on the server's PHP, as PHP's command line does",
+		Long: `
+Runs a PHP script (or -r code, -v, -m, -i) on the PHP built into this binary, with
+its extensions, as PHP's own command line does: $argv, STDIN/STDOUT/STDERR, the
+script's exit status, php_sapi_name() "cli". For artisan, migrations, cron jobs and
+Composer scripts on the same PHP as the server:
+
+	caddy php-cli --config /etc/caddy/Caddyfile artisan migrate
+
+--config reads the php_ini settings of a config's php_worker app (the global option
+block of a Caddyfile; --adapter as for caddy run), applied after php.ini as the server
+applies them; -d settings come after those. -c and -n choose php.ini as PHP's -c and -n
+do. php_worker's own PHP functions (the stores, frankenphp_handle_request) need a
+server and are not loaded.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.DisableFlagParsing = true
+			cmd.RunE = func(_ *cobra.Command, args []string) error {
+				os.Exit(runCLI(args, os.Stdout, os.Stderr))
+				return nil
+			}
+		},
+	})
+}
+
+// The modes of php_worker_cli_run().
+const (
+	modeScript  = uint32(C.PHP_WORKER_CLI_SCRIPT)
+	modeCode    = uint32(C.PHP_WORKER_CLI_CODE)
+	modeVersion = uint32(C.PHP_WORKER_CLI_VERSION)
+	modeModules = uint32(C.PHP_WORKER_CLI_MODULES)
+	modeInfo    = uint32(C.PHP_WORKER_CLI_INFO)
+)
+
+// cliCommand is a parsed php-cli command line.
+type cliCommand struct {
+	mode     uint32
+	argv     []string // the script's $argv
+	code     string
+	iniPath  string
+	noINI    bool
+	config   string // --config: read its php_ini
+	adapter  string
+	ini      map[string]string // -d
+	iniOrder []string
+	help     bool
+}
+
+// parseCLI reads PHP's command-line options, up to the script (or --): what comes after
+// belongs to the script.
+func parseCLI(args []string) (cliCommand, error) {
+	c := cliCommand{mode: modeScript, ini: map[string]string{}}
+	value := func(i *int, name string) (string, error) {
+		if *i+1 >= len(args) {
+			return "", fmt.Errorf("option %s needs a value", name)
+		}
+		*i++
+		return args[*i], nil
+	}
+	modeSet := false
+	setMode := func(m uint32) error {
+		if modeSet {
+			return fmt.Errorf("give one of a script, -r, -v, -m or -i")
+		}
+		c.mode, modeSet = m, true
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var err error
+		switch {
+		case a == "--":
+			c.argv = append(c.argv, args[i+1:]...)
+			i = len(args)
+		case a == "-h" || a == "--help":
+			c.help = true
+		case a == "--config":
+			c.config, err = value(&i, a)
+		case a == "--adapter":
+			c.adapter, err = value(&i, a)
+		case a == "-c":
+			c.iniPath, err = value(&i, a)
+		case a == "-n":
+			c.noINI = true
+		case strings.HasPrefix(a, "-d"):
+			setting := strings.TrimPrefix(a, "-d")
+			if setting == "" {
+				setting, err = value(&i, "-d")
+			}
+			key, v, found := strings.Cut(setting, "=")
+			if !found {
+				v = "1" // as PHP's -d: a bare name turns the setting on
+			}
+			if _, seen := c.ini[key]; !seen {
+				c.iniOrder = append(c.iniOrder, key)
+			}
+			c.ini[key] = v
+		case a == "-r":
+			if err = setMode(modeCode); err == nil {
+				c.code, err = value(&i, a)
+			}
+		case a == "-v":
+			err = setMode(modeVersion)
+		case a == "-m":
+			err = setMode(modeModules)
+		case a == "-i":
+			err = setMode(modeInfo)
+		case a == "-f":
+			var file string
+			if file, err = value(&i, a); err == nil {
+				err = setMode(modeScript)
+				c.argv = append([]string{file}, args[i+1:]...)
+				i = len(args)
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			err = fmt.Errorf("unknown option %s", a)
+		case modeSet && c.mode == modeCode:
+			c.argv = append(c.argv, args[i:]...) // -r code's arguments
+			i = len(args)
+		default:
+			if err = setMode(modeScript); err == nil {
+				c.argv = append(c.argv, args[i:]...)
+				i = len(args)
+			}
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	switch c.mode {
+	case modeCode:
+		c.argv = append([]string{"Standard input code"}, c.argv...)
+	case modeScript:
+		if len(c.argv) == 0 && !c.help {
+			return c, fmt.Errorf("give a script, or -r <code>, -v, -m or -i")
+		}
+	}
+	return c, nil
+}
+
+// settings is the engine settings JSON the command runs with: the config's php_ini, then
+// the -d settings.
+func (c *cliCommand) settings() ([]byte, error) {
+	ini := map[string]string{}
+	if c.config != "" {
+		raw, _, _, err := caddycmd.LoadConfig(c.config, c.adapter)
+		if err != nil {
+			return nil, err
+		}
+		var cfg struct {
+			Apps struct {
+				PHPWorker engineSettings `json:"php_worker"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", c.config, err)
+		}
+		for k, v := range cfg.Apps.PHPWorker.PHPIni {
+			ini[k] = v
+		}
+	}
+	for _, k := range c.iniOrder {
+		ini[k] = c.ini[k]
+	}
+	return json.Marshal(engineSettings{PHPIni: ini})
+}
+
+// runCLI runs a php-cli command line: the exit status.
+func runCLI(args []string, stdout, stderr io.Writer) int {
+	c, err := parseCLI(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "php-cli: %v\nUsage: caddy php-cli [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]\n", err)
+		return 2
+	}
+	if c.help {
+		fmt.Fprintln(stdout, "Usage: caddy php-cli [--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... "+
+			"(<script> | -r <code> | -v | -m | -i) [args...]\n(caddy help php-cli says more)")
+		return 0
+	}
+	if c.mode == modeScript {
+		if st, err := os.Stat(c.argv[0]); err != nil || st.IsDir() {
+			fmt.Fprintf(stdout, "Could not open input file: %s\n", c.argv[0]) // PHP's words
+			return 1
+		}
+	}
+	settings, err := c.settings()
+	if err != nil {
+		fmt.Fprintf(stderr, "php-cli: %v\n", err)
+		return 1
+	}
+	if c.mode == modeVersion {
+		fmt.Fprintf(stdout, "php_worker %s (core %s)\n", moduleVersion(), coreBuildID) // os.File: unbuffered
+	}
+
+	var pin []unsafe.Pointer // C strings to free
+	cstr := func(s string) *C.char {
+		p := C.CString(s)
+		pin = append(pin, unsafe.Pointer(p))
+		return p
+	}
+	defer func() {
+		for _, p := range pin {
+			C.free(p)
+		}
+	}()
+	argv := (*[1 << 20]*C.char)(C.malloc(C.size_t(len(c.argv)+1) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	pin = append(pin, unsafe.Pointer(argv))
+	for i, a := range c.argv {
+		argv[i] = cstr(a)
+	}
+	cmd := C.php_worker_cli_t{
+		mode:         C.uint32_t(c.mode),
+		argv:         (**C.char)(unsafe.Pointer(argv)),
+		argc:         C.size_t(len(c.argv)),
+		settings_len: C.size_t(len(settings)),
+		no_ini:       C.bool(c.noINI),
+	}
+	cmd.settings_json = (*C.uint8_t)(unsafe.Pointer(cstr(string(settings))))
+	if c.mode == modeCode {
+		cmd.code = cstr(c.code)
+	}
+	if c.iniPath != "" {
+		cmd.ini_path = cstr(c.iniPath)
+	}
+	countIn()
+	return int(C.php_worker_cli_run(&cmd))
+}
+
+// moduleVersion is php_worker's version as Go's build info records it.
+func moduleVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "github.com/php-worker/php_worker/go-module" {
+				return m.Version
+			}
+		}
+	}
+	return "(devel)"
+}
