@@ -1,11 +1,15 @@
 """`caddy php-cli`: PHP's command line on the server's PHP (same build, extensions and,
 with --config, php_ini): $argv, the standard streams, exit statuses, and the modes
-PHP's CLI has (-r, -v, -m, -i, -d, -n)."""
+PHP's CLI has (-r, -v, -m, -i, -d, -n). And `caddy php-server`: a folder served with no
+Caddyfile."""
 
+import http.client
 import json
+import signal
 import subprocess
+import time
 
-from conftest import CADDY
+from conftest import APP, CADDY, WORK, free_port
 
 
 def php_cli(*args, stdin=b"", cwd=None, timeout=60):
@@ -90,3 +94,76 @@ echo $db->query('SELECT v FROM t')->fetchColumn(), ' ', curl_exec($ch), ' ', mb_
      strlen(openssl_encrypt('x', 'aes-128-cbc', 'k', 0, str_repeat('i', 16))) > 0 ? 'tls' : 'no';
 """)
     assert php_cli(str(script)) == (0, "migrated Hello, world! É tls", "")
+
+
+class PHPServer:
+    """`caddy php-server` on a free loopback port."""
+
+    def __init__(self, *args):
+        self.port = free_port()
+        self.log = open(WORK / f"php-server-{self.port}.log", "wb")
+        self.proc = subprocess.Popen([str(CADDY), "php-server", "--listen", f"127.0.0.1:{self.port}", *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            assert self.proc.poll() is None, (WORK / f"php-server-{self.port}.log").read_text()
+            try:
+                if self.get("/hello.php")[0] in (200, 404):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("php-server did not start")
+
+    def get(self, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(timeout=30)
+        self.log.close()
+        return code
+
+
+def test_php_server_serves_a_folder_without_a_caddyfile():
+    """Static files, scripts with PATH_INFO, and the front controller, as the site
+    directive serves them; it stops cleanly on SIGINT."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    srv = PHPServer("--root", str(APP / "public"))
+    try:
+        assert srv.get("/hello.php") == (200, "Hello, world!")
+        assert srv.get("/static.txt")[0] == 200
+        status, body = srv.get("/pathinfo.php/a/b")
+        assert status == 200 and "/a/b" in body
+        status, body = srv.get("/no/such/page")
+        assert (status, body) == (200, "front:/no/such/page|/index.php|"), "the front controller"
+    finally:
+        assert srv.stop() == 0
+
+
+def test_php_server_runs_workers_and_watches_them(tmp_path):
+    (tmp_path / "index.php").write_text(
+        "<?php $v = 'v1'; $n = 0; while (frankenphp_handle_request(function () use ($v, &$n) { echo $v, ' ', ++$n; })) {}\n")
+    WORK.mkdir(parents=True, exist_ok=True)
+    srv = PHPServer("--root", str(tmp_path), "--worker", "index.php:1", "--watch")
+    try:
+        answers = [srv.get("/anything")[1] for _ in range(3)]
+        first = int(answers[0].split()[1])  # the start-up check was served too
+        assert answers == [f"v1 {first + i}" for i in range(3)], "one booted worker thread serves them all"
+        (tmp_path / "index.php").write_text((tmp_path / "index.php").read_text().replace("'v1'", "'v2'"))
+        deadline = time.time() + 15
+        while srv.get("/")[1] != "v2 1" and time.time() < deadline:
+            time.sleep(0.1)
+        assert srv.get("/")[1].startswith("v2 "), "--watch restarted the worker with the new code"
+    finally:
+        assert srv.stop() == 0
+
+
+def test_php_server_refuses_a_bad_worker_flag():
+    p = subprocess.run([str(CADDY), "php-server", "--worker", "index.php:0"], capture_output=True, timeout=30)
+    assert p.returncode != 0 and b"thread count must be positive" in p.stderr
