@@ -345,7 +345,7 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings, err := json.Marshal(engineSettings{PHPIni: a.PHPIni})
+	settings, err := json.Marshal(engineSettings{PHPIni: withBundledExtensions(a.PHPIni)})
 	if err != nil {
 		return nil, err
 	}

@@ -189,7 +189,7 @@ func (c *cliCommand) settings() ([]byte, error) {
 	for _, k := range c.iniOrder {
 		ini[k] = c.ini[k]
 	}
-	return json.Marshal(engineSettings{PHPIni: ini})
+	return json.Marshal(engineSettings{PHPIni: withBundledExtensions(ini)})
 }
 
 // runCLI runs a php-cli command line: the exit status.

@@ -21,7 +21,7 @@ php_lib_dir() {
 	local prefix d
 	prefix=$("$1" --prefix)
 	for d in "$prefix/lib" "$prefix/lib/php" "$prefix/lib64"; do
-		if [ -e "$d/libphp.so" ]; then echo "$d"; return; fi
+		if [ -e "$d/libphp.so" ] || [ -e "$d/libphp.a" ]; then echo "$d"; return; fi
 	done
 }
 
@@ -81,6 +81,28 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
 
+# PHP_WORKER_PHP_STATIC=1 (set by scripts/build-portable.sh) builds libphp.a instead of
+# libphp.so, for a binary that carries PHP: its php.ini is /etc/php_worker/php.ini (and
+# conf.d/ beside it), the same for every machine it is copied to. libsodium carries its
+# own copy of argon2, whose symbols clash with libargon2's once both are linked
+# statically; without libargon2, ext/sodium provides password_hash()'s argon2
+# algorithms, so scripts see the same PASSWORD_ARGON2I/ID.
+config_dir=
+if [ -n "${PHP_WORKER_PHP_STATIC:-}" ]; then
+	flags=()
+	for f in "${configure_flags[@]}"; do
+		case $f in
+		--enable-embed=shared) flags+=(--enable-embed=static) ;;
+		--with-password-argon2) ;;
+		*) flags+=("$f") ;;
+		esac
+	done
+	configure_flags=("${flags[@]}")
+	config_dir=/etc/php_worker
+	configure_flags+=(--with-config-file-path="$config_dir" --with-config-file-scan-dir="$config_dir/conf.d")
+	variant=-static
+fi
+
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 recipe_version=5
 build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
@@ -131,7 +153,7 @@ if [ -n "$variant" ]; then exec 8>&-; fi
 upstream=$(basename "$srcdir"); upstream=${upstream#php8.2-}
 prefix="$cache_root/php-$upstream-zts$variant-$build_key"
 build="$cache_root/build-$upstream$variant-$build_key"
-log "building PHP $upstream (ZTS, embed${variant:+, ASan}) into $prefix; this takes several minutes"
+log "building PHP $upstream (ZTS, embed${variant:+, $variant}) into $prefix; this takes several minutes"
 
 rm -rf "$build" "$prefix"
 cp -a "$srcdir" "$build"
@@ -149,13 +171,14 @@ sed -i 's|"session.save_path",\( *\)"/var/lib/php/sessions"|"session.save_path",
 grep -q '"session.save_path", *""' ext/session/session.c || { log "could not restore session.save_path's default"; exit 1; }
 # Debian's tree ships a configure generated for its own packaging; regenerate to be sure.
 ./buildconf --force >/dev/null 2>&1 || true
-./configure --prefix="$prefix" \
-	--with-config-file-path="$prefix/etc" --with-config-file-scan-dir="$prefix/etc/conf.d" \
+config_flags=(--with-config-file-path="$prefix/etc" --with-config-file-scan-dir="$prefix/etc/conf.d")
+[ -z "$config_dir" ] || config_flags=() # set in configure_flags
+./configure --prefix="$prefix" "${config_flags[@]}" \
 	"${configure_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
 make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
 make install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
 # PHP installs libphp.so into lib/php; link it where -L$prefix/lib finds it.
-[ -e "$prefix/lib/libphp.so" ] || ln -s php/libphp.so "$prefix/lib/libphp.so"
+[ -e "$prefix/lib/libphp.so" ] || [ -n "$config_dir" ] || ln -s php/libphp.so "$prefix/lib/libphp.so"
 mkdir -p "$prefix/etc/conf.d"
 cp php.ini-production "$prefix/etc/php.ini-production"
 echo "zend_extension=opcache.so" >"$prefix/etc/conf.d/10-opcache.ini"

@@ -6,6 +6,7 @@
 #   scripts/install-deps.sh            build dependencies
 #   scripts/install-deps.sh --tests    plus what the end-to-end tests use
 #   scripts/install-deps.sh --bench    plus the benchmark peers (nginx, php-fpm, PostgreSQL)
+#   scripts/install-deps.sh --portable plus what scripts/build-static-deps.sh uses (cmake)
 set -euo pipefail
 
 build_pkgs=(
@@ -17,12 +18,14 @@ build_pkgs=(
 )
 test_pkgs=(curl python3 php-laravel-framework)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
+portable_pkgs=(cmake libbz2-dev liblzma-dev) # scripts/build-static-deps.sh
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
 	case "$arg" in
 	--tests) want+=("${test_pkgs[@]}") ;;
 	--bench) want+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+	--portable) want+=("${portable_pkgs[@]}") ;;
 	*) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
 	esac
 done

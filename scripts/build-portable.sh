@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds dist/php_worker/: a caddy that carries PHP and its extensions' libraries,
+# linked statically, so that it runs on a machine that did not build it (Debian 12,
+# Ubuntu 22.04 or later: glibc 2.35+ and libgcc_s only), and OPcache beside it:
+#
+#   dist/php_worker/bin/caddy
+#   dist/php_worker/lib/php_worker/opcache.so   PHP 8.2 builds OPcache only as a
+#                                               shared object; the binary loads it
+#                                               from ../lib/php_worker/ (and exports
+#                                               PHP's symbols for it)
+#
+# PHP reads /etc/php_worker/php.ini and /etc/php_worker/conf.d/*.ini. The first run
+# builds a static PHP and the libraries Debian has no usable archive of (about 25
+# minutes on 2 cores; both cached in ~/.cache/php_worker/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CADDY_VERSION=v2.11.9
+MODULE=github.com/php-worker/php_worker/go-module
+
+scripts/install-deps.sh --portable
+deps=$(scripts/build-static-deps.sh)
+PHP_CONFIG=$(env -u PHP_CONFIG PHP_WORKER_PHP_STATIC=1 scripts/build-php.sh)
+prefix=$("$PHP_CONFIG" --prefix)
+export PHP_CONFIG PHP="$prefix/bin/php" CGO_ENABLED=1
+export PATH="$(go env GOPATH)/bin:$HOME/.cargo/bin:$PATH"
+
+# Every library PHP links, as its archive: ours first, then Debian's. glibc's stay
+# dynamic (a static glibc breaks getaddrinfo and dlopen), as does libgcc_s.
+arch_dir=/usr/lib/$(gcc -print-multiarch)
+archives=("$prefix/lib/libphp.a")
+extra=(pgcommon_shlib pgport_shlib brotlidec brotlicommon bz2 lzma) # what those archives need in turn
+missing=()
+for flag in $("$PHP_CONFIG" --libs) "${extra[@]/#/-l}"; do
+	lib=${flag#-l}
+	case $lib in
+	c | m | dl | pthread | rt | resolv | util | stdc++) continue ;;
+	esac
+	a=
+	for d in "$deps/lib" "$arch_dir"; do
+		if [ -f "$d/lib$lib.a" ]; then a=$d/lib$lib.a; break; fi
+	done
+	if [ -z "$a" ]; then missing+=("$lib"); continue; fi
+	case " ${archives[*]} " in *" $a "*) ;; *) archives+=("$a") ;; esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "build-portable: no static archive for: ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "build-portable: building rust-core against the static PHP"
+cargo build --release --locked -p php-worker-core
+core_id=$(sha256sum target/release/libphp_worker.a | cut -c1-16)
+
+echo "build-portable: linking caddy"
+export CGO_LDFLAGS="-L$prefix/lib -Wl,--export-dynamic -Wl,--start-group ${archives[*]} -Wl,--end-group -l:libstdc++.a"
+out=dist/php_worker
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib/php_worker"
+XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx" \
+	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v0.0.0=./go-module"
+cp "$("$PHP_CONFIG" --extension-dir)/opcache.so" "$out/lib/php_worker/"
+
+echo "build-portable: $out/bin/caddy links:"
+ldd "$out/bin/caddy"
+"$out/bin/caddy" php-cli -r 'exit(function_exists("opcache_get_status") ? 0 : 1);' ||
+	{ echo "build-portable: the binary does not load its OPcache" >&2; exit 1; }
+echo "build-portable: $out is ready"
