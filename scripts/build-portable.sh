@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds dist/php_worker/: a caddy that carries PHP and its extensions' libraries,
-# linked statically, so that it runs on a machine that did not build it (Debian 12,
-# Ubuntu 22.04 or later: glibc 2.35+ and libgcc_s only), and OPcache beside it:
+# linked statically, so that it runs on a machine that did not build it (it needs glibc
+# 2.36+, as on Debian 12, and libgcc_s only), and OPcache beside it:
 #
 #   dist/php_worker/bin/caddy
 #   dist/php_worker/lib/php_worker/opcache.so   PHP 8.2 builds OPcache only as a
