@@ -25,7 +25,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "php-cli",
-		Usage: "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]",
+		Usage: cliUsage,
 		Short: "Runs a PHP script on the server's PHP, as PHP's command line does",
 		Long: `
 Runs a PHP script (or -r code, -v, -m, -i) on the PHP built into this binary, with
@@ -49,6 +49,9 @@ server and are not loaded.`,
 		},
 	})
 }
+
+// cliUsage is php-cli's synopsis, for its help and its errors.
+const cliUsage = "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]"
 
 // The modes of php_worker_cli_run().
 const (
@@ -196,12 +199,11 @@ func (c *cliCommand) settings() ([]byte, error) {
 func runCLI(args []string, stdout, stderr io.Writer) int {
 	c, err := parseCLI(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "php-cli: %v\nUsage: caddy php-cli [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]\n", err)
+		fmt.Fprintf(stderr, "php-cli: %v\nUsage: caddy php-cli %s\n", err, cliUsage)
 		return 2
 	}
 	if c.help {
-		fmt.Fprintln(stdout, "Usage: caddy php-cli [--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... "+
-			"(<script> | -r <code> | -v | -m | -i) [args...]\n(caddy help php-cli says more)")
+		fmt.Fprintf(stdout, "Usage: caddy php-cli %s\n(caddy help php-cli says more)\n", cliUsage)
 		return 0
 	}
 	if c.mode == modeScript {
@@ -249,7 +251,6 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	if c.iniPath != "" {
 		cmd.ini_path = cstr(c.iniPath)
 	}
-	countIn()
 	return int(C.php_worker_cli_run(&cmd))
 }
 
