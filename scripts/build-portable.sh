@@ -29,7 +29,7 @@ export PATH="$(go env GOPATH)/bin:$HOME/.cargo/bin:$PATH"
 # dynamic (a static glibc breaks getaddrinfo and dlopen), as does libgcc_s.
 arch_dir=/usr/lib/$(gcc -print-multiarch)
 archives=("$prefix/lib/libphp.a")
-extra=(pgcommon_shlib pgport_shlib brotlidec brotlicommon bz2 lzma) # what those archives need in turn
+extra=(pgcommon_shlib pgport_shlib nghttp2 brotlidec brotlicommon bz2 lzma) # what those archives need in turn
 missing=()
 for flag in $("$PHP_CONFIG" --libs) "${extra[@]/#/-l}"; do
 	lib=${flag#-l}

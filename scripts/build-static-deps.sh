@@ -2,8 +2,9 @@
 # Builds, from Debian's source packages, the static libraries the portable binary needs
 # and Debian does not ship usable: oniguruma (mbstring) and libzip (zip) have no .a at
 # all; Debian's libcurl.a and libpq.a need GSSAPI (krb5) and LDAP (sasl2), which have
-# none. So curl is built with OpenSSL and zlib only (no GSSAPI, LDAP, RTMP, SSH, PSL, IDN,
-# HTTP/2 or Brotli), libpq without GSSAPI and LDAP, libzip with OpenSSL, bzip2 and xz.
+# none. So curl is built with OpenSSL, zlib and nghttp2 (HTTP/2) only (no GSSAPI, LDAP,
+# RTMP, SSH, PSL, IDN or Brotli), libpq without GSSAPI and LDAP, libzip with OpenSSL,
+# bzip2 and xz, and without glibc's arc4random (2.36+) so the binary runs on glibc 2.35.
 #
 # Cached in ~/.cache/php_worker/static-deps-<key>/ (lib/*.a); prints that directory.
 # Needs scripts/install-deps.sh --portable (cmake, deb-src).
@@ -11,7 +12,7 @@ set -euo pipefail
 
 log() { echo "build-static-deps: $*" >&2; }
 
-recipe_version=1
+recipe_version=2
 packages=(libonig libzip curl postgresql-15)
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 out="$cache_root/static-deps-r$recipe_version"
@@ -61,12 +62,13 @@ log "building oniguruma"
 cmake_static libonig-*/
 log "building libzip"
 cmake_static libzip-*/ -DENABLE_GNUTLS=OFF -DENABLE_MBEDTLS=OFF -DENABLE_OPENSSL=ON -DENABLE_ZSTD=OFF \
-	-DBUILD_TOOLS=OFF -DBUILD_REGRESS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_DOC=OFF
+	-DBUILD_TOOLS=OFF -DBUILD_REGRESS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_DOC=OFF \
+	-DHAVE_ARC4RANDOM=OFF # glibc has arc4random only since 2.36; libzip then reads OpenSSL's generator
 
 log "building curl"
 (cd curl-*/ && ./configure --prefix="$out" --disable-shared --enable-static --with-pic --with-openssl --with-zlib \
 	--without-libpsl --without-libssh2 --without-librtmp --without-gssapi --disable-ldap --disable-ldaps \
-	--without-nghttp2 --without-brotli --without-zstd --without-libidn2 --disable-manual --disable-docs \
+	--with-nghttp2 --without-brotli --without-zstd --without-libidn2 --disable-manual --disable-docs \
 	--without-ca-bundle --with-ca-path=/etc/ssl/certs && make -j"$(nproc)" -C lib && make -C lib install) \
 	>"$work/curl.log" 2>&1 || { tail -n 30 "$work/curl.log" >&2; exit 1; }
 

@@ -18,7 +18,7 @@ build_pkgs=(
 )
 test_pkgs=(curl python3 php-laravel-framework)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
-portable_pkgs=(cmake libbz2-dev liblzma-dev) # scripts/build-static-deps.sh
+portable_pkgs=(cmake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
