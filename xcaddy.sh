@@ -28,7 +28,7 @@ fi
 core_id=$(sha256sum target/release/libphp_worker.a | cut -c1-16)
 echo "xcaddy.sh: building ./caddy (Caddy $CADDY_VERSION, core $core_id)"
 XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id' -tags=nobadger,nomysql,nopgx" \
-	xcaddy build "$CADDY_VERSION" --output ./caddy --with "$MODULE@v0.0.0=./go-module"
+	xcaddy build "$CADDY_VERSION" --output ./caddy --with "$MODULE@v$(cat VERSION)=./go-module"
 # Not a pipe into grep -q: grep exits at its match, and with pipefail the SIGPIPE that
 # caddy, still writing the modules listed after it, then gets would fail the build.
 modules=$(./caddy list-modules)

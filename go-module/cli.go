@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"unsafe"
 
@@ -218,7 +217,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if c.mode == modeVersion {
-		fmt.Fprintf(stdout, "php_worker %s (core %s)\n", moduleVersion(), coreBuildID) // os.File: unbuffered
+		fmt.Fprintln(stdout, versionLine()) // os.File: unbuffered
 	}
 
 	var pin []unsafe.Pointer // C strings to free
@@ -252,16 +251,4 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		cmd.ini_path = cstr(c.iniPath)
 	}
 	return int(C.php_worker_cli_run(&cmd))
-}
-
-// moduleVersion is php_worker's version as Go's build info records it.
-func moduleVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range info.Deps {
-			if m.Path == "github.com/php-worker/php_worker/go-module" {
-				return m.Version
-			}
-		}
-	}
-	return "(devel)"
 }

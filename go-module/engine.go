@@ -280,8 +280,3 @@ func cancelRequest(r *C.php_worker_request_t) bool {
 	countIn()
 	return bool(C.php_worker_request_cancel(r))
 }
-
-// phpVersion is the version of the linked PHP.
-func phpVersion() string {
-	return C.GoString(C.php_worker_php_version())
-}

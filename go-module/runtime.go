@@ -295,7 +295,8 @@ func (rt *phpRuntime) boot(p *plan) error {
 	}
 	rt.engine.Store(e)
 	reserveCallbackP(true)
-	appLogger().Info("PHP engine started", zap.String("php_version", phpVersion()), zap.String("core", coreBuildID),
+	appLogger().Info("PHP engine started", zap.String("version", moduleVersion()), zap.String("core", coreBuildID),
+		zap.String("php_version", phpVersion()), zap.String("php_build", phpBuild()),
 		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
 		zap.Int("max_threads", p.maxThreads))
 	return nil

@@ -16,6 +16,24 @@ fn php_config(arg: &str) -> String {
     String::from_utf8(out.stdout).expect("php-config prints UTF-8").trim().to_owned()
 }
 
+/// How the linked PHP was built, in words: thread safety, how the embed SAPI is linked,
+/// what else changes its behaviour, and the build's directory name (scripts/build-php.sh
+/// names it by version and a hash of its flags and patches).
+fn php_build(prefix: &str) -> String {
+    let options = php_config("--configure-options");
+    let has = |flag: &str| options.split_whitespace().any(|o| o == flag);
+    let mut words = vec![if has("--enable-zts") { "ZTS" } else { "NTS" }];
+    words.push(if has("--enable-embed=static") { "static embed SAPI" } else { "shared embed SAPI" });
+    if has("--enable-debug") {
+        words.push("debug");
+    }
+    if has("--enable-address-sanitizer") {
+        words.push("ASan");
+    }
+    let dir = prefix.rsplit('/').next().unwrap_or(prefix);
+    format!("{}, build {dir}", words.join(", "))
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=PHP_CONFIG");
     println!("cargo:rerun-if-changed=csrc");
@@ -39,5 +57,6 @@ fn main() {
 
     println!("cargo:rustc-env=PHP_WORKER_PHP_VERSION={}", php_config("--version"));
     let prefix = php_config("--prefix");
+    println!("cargo:rustc-env=PHP_WORKER_PHP_BUILD={}", php_build(&prefix));
     println!("cargo:rustc-link-search=native={prefix}/lib");
 }

@@ -98,7 +98,7 @@ ln -s "$CARGO_TARGET_DIR" "$stage/target"
 # As in xcaddy.sh: the core's hash in the binary makes Go relink when the core changes.
 core_id=$(sha256sum "$lib" | cut -c1-16)
 XCADDY_GO_BUILD_FLAGS="-asan -ldflags='-X $MODULE.coreBuildID=$core_id' $TAGS" \
-	xcaddy build "$CADDY_VERSION" --output "$out/caddy" --with "$MODULE@v0.0.0=$stage/go-module"
+	xcaddy build "$CADDY_VERSION" --output "$out/caddy" --with "$MODULE@v$(cat VERSION)=$stage/go-module"
 go version -m "$out/caddy" | grep -- '-asan=true' >/dev/null || { echo "asan: $out/caddy is not an -asan build" >&2; exit 1; }
 "$out/caddy" list-modules | grep -q '^http.handlers.php_worker$'
 step_done caddy

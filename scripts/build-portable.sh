@@ -58,7 +58,7 @@ out=dist/php_worker
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
 XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx" \
-	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v0.0.0=./go-module"
+	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)/opcache.so" "$out/lib/php_worker/"
 
 echo "build-portable: $out/bin/caddy links:"

@@ -442,6 +442,10 @@ void php_worker_bytes_delete(php_worker_bytes_t *bytes);
 // The version of the PHP linked in ("8.2.32"), a static NUL-terminated string.
 const char *php_worker_php_version(void);
 
+// How the PHP linked in was built ("ZTS, static embed SAPI, build php-8.2.32-zts-static-…"),
+// a static NUL-terminated string.
+const char *php_worker_php_build(void);
+
 // Runs one command line as PHP's own CLI does (`php script.php args`, `php -r`, `-v`,
 // `-m`, `-i`): PHP starts with a SAPI named "cli", reads php.ini and then the
 // settings' php_ini, runs the command with the process's standard input, output and error,

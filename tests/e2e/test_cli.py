@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from conftest import APP, CADDY, WORK, free_port
+from conftest import APP, CADDY, REPO, WORK, free_port
 
 
 def php_cli(*args, stdin=b"", cwd=None, timeout=60):
@@ -55,7 +55,19 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     status, out, _ = php_cli("-v")
     assert status == 0
     first, second = out.splitlines()[:2]
-    assert first.startswith("php_worker ") and second.startswith("PHP 8.2.") and "(cli)" in second, out
+    assert second.startswith("PHP 8.2.") and "(cli)" in second, out
+    # One version line everywhere: VERSION, the PHP version and how PHP was built.
+    php = second.split()[1]
+    assert first.startswith(f"php_worker v{(REPO / 'VERSION').read_text().strip()} (core ")
+    assert f"PHP {php} (ZTS, " in first and "embed SAPI, build php-" in first, first
+    version = subprocess.run([str(CADDY), "version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith(first + "; caddy v2."), version
+    build_info = subprocess.run([str(CADDY), "build-info"], capture_output=True, text=True, check=True).stdout
+    module_version = first.split()[1]
+    assert f"dep\tgithub.com/php-worker/php_worker/go-module\t{module_version}" in build_info
+    assert f"/php-{php}-zts-" in build_info, "the PHP build linked (CGO_LDFLAGS)"
+    started = [e for e in server.log_entries() if e.get("msg") == "PHP engine started"]
+    assert started and started[0]["version"] == module_version and f"({started[0]['php_build']})" in first
     status, out, _ = php_cli("-m")
     assert status == 0 and out.startswith("[PHP Modules]\n")
     php_modules, _, zend = out.partition("\n\n[Zend Modules]\n")

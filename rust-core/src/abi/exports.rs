@@ -428,6 +428,13 @@ pub extern "C" fn php_worker_php_version() -> *const c_char {
     concat!(env!("PHP_WORKER_PHP_VERSION"), "\0").as_ptr().cast()
 }
 
+/// How the PHP linked in was built ("ZTS, static embed SAPI, build php-8.2.32-zts-static-…"),
+/// a static NUL-terminated string.
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_php_build() -> *const c_char {
+    concat!(env!("PHP_WORKER_PHP_BUILD"), "\0").as_ptr().cast()
+}
+
 /// Runs one command line as PHP's own CLI does (`php script.php args`, `php -r`, `-v`,
 /// `-m`, `-i`): PHP starts with a SAPI named "cli", reads php.ini and then the
 /// settings' php_ini, runs the command with the process's standard input, output and error,
