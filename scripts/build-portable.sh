@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds dist/php_worker/: a caddy that carries PHP and its extensions' libraries,
 # linked statically, so that it runs on a machine that did not build it (it needs glibc
-# 2.36+, as on Debian 12, and libgcc_s only), and OPcache beside it:
+# 2.35+, as on Debian 12 and Ubuntu 22.04, and libgcc_s only), and OPcache beside it:
 #
 #   dist/php_worker/bin/caddy
 #   dist/php_worker/lib/php_worker/opcache.so   PHP 8.2 builds OPcache only as a
@@ -48,12 +48,20 @@ if [ ${#missing[@]} -gt 0 ]; then
 	exit 1
 fi
 
+# glibc 2.36's arc4random, for the static libstdc++ (see the file): an archive after
+# libstdc++'s, so that it is searched once libstdc++ asks for the function, and before
+# the C library. (Go repeats CGO_LDFLAGS for each cgo package: an object would clash.)
+compat_dir=target/portable
+mkdir -p "$compat_dir"
+gcc -O2 -fPIC -c scripts/portable/glibc-compat.c -o "$compat_dir/glibc-compat.o"
+ar rcs "$compat_dir/libglibc-compat.a" "$compat_dir/glibc-compat.o"
+
 echo "build-portable: building rust-core against the static PHP"
 cargo build --release --locked -p php-worker-core
 core_id=$(sha256sum target/release/libphp_worker.a | cut -c1-16)
 
 echo "build-portable: linking caddy"
-export CGO_LDFLAGS="-L$prefix/lib -Wl,--export-dynamic -Wl,--start-group ${archives[*]} -Wl,--end-group -l:libstdc++.a"
+export CGO_LDFLAGS="-L$prefix/lib -Wl,--export-dynamic -Wl,--start-group ${archives[*]} -Wl,--end-group -l:libstdc++.a $PWD/$compat_dir/libglibc-compat.a"
 out=dist/php_worker
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
@@ -63,6 +71,11 @@ cp "$("$PHP_CONFIG" --extension-dir)/opcache.so" "$out/lib/php_worker/"
 
 echo "build-portable: $out/bin/caddy links:"
 ldd "$out/bin/caddy"
+newest=$(objdump -T "$out/bin/caddy" "$out/lib/php_worker/opcache.so" | grep -o 'GLIBC_2\.[0-9]*' | sort -Vu | tail -n1)
+if [ "$(printf '%s\n' "$newest" GLIBC_2.35 | sort -V | tail -n1)" != GLIBC_2.35 ]; then
+	echo "build-portable: the binary needs $newest, newer than Ubuntu 22.04's glibc 2.35" >&2
+	exit 1
+fi
 "$out/bin/caddy" php-cli -r 'exit(function_exists("opcache_get_status") ? 0 : 1);' ||
 	{ echo "build-portable: the binary does not load its OPcache" >&2; exit 1; }
 echo "build-portable: $out is ready"
