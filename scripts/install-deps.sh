@@ -7,6 +7,8 @@
 #   scripts/install-deps.sh --tests    plus what the end-to-end tests use
 #   scripts/install-deps.sh --bench    plus the benchmark peers (nginx, php-fpm, PostgreSQL)
 #   scripts/install-deps.sh --portable plus what scripts/build-static-deps.sh uses (cmake)
+#   scripts/install-deps.sh --deb      plus what scripts/build-deb.sh uses (debhelper, lintian)
+#   scripts/install-deps.sh --install-test  plus debootstrap (tests/install/clean-root.sh)
 set -euo pipefail
 
 build_pkgs=(
@@ -19,6 +21,8 @@ build_pkgs=(
 test_pkgs=(curl python3 php-laravel-framework)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
 portable_pkgs=(cmake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
+deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
+install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
@@ -26,6 +30,8 @@ for arg in "$@"; do
 	--tests) want+=("${test_pkgs[@]}") ;;
 	--bench) want+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
 	--portable) want+=("${portable_pkgs[@]}") ;;
+	--deb) want+=("${deb_pkgs[@]}") ;;
+	--install-test) want+=("${install_test_pkgs[@]}") ;;
 	*) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
 	esac
 done
