@@ -26,7 +26,7 @@ cp -a packaging/debian packaging/files "$stage/"
 cp -a dist/php_worker "$stage/dist"
 cp README.md "$stage/files/"
 # PHP's recommended production settings, from the PHP build the binary carries.
-prefix=$(PHP_WORKER_PHP_STATIC=1 scripts/build-php.sh | xargs dirname | xargs dirname)
+prefix=$(env -u PHP_CONFIG PHP_WORKER_PHP_STATIC=1 scripts/build-php.sh | xargs dirname | xargs dirname)
 cp "$prefix/etc/php.ini-production" "$stage/files/php.ini"
 # The changelog's one entry is VERSION, dated by the commit it is built from.
 cat >"$stage/debian/changelog" <<CHANGELOG

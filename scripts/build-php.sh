@@ -130,6 +130,11 @@ for v in "${versions[@]}"; do
 	fi
 done
 
+if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
+	log "no cached build with these flags (PHP_WORKER_CACHED_ONLY is set: not building one)"
+	exit 3
+fi
+
 if [ -n "$variant" ]; then exec 8>"$cache_root/.lock"; flock 8; fi
 mkdir -p "$cache_root/src"
 srcdir=

@@ -11,12 +11,22 @@
 #
 # PHP reads /etc/php_worker/php.ini and /etc/php_worker/conf.d/*.ini. The first run
 # builds a static PHP and the libraries Debian has no usable archive of (about 25
-# minutes on 2 cores; both cached in ~/.cache/php_worker/).
+# minutes on 2 cores; both cached in ~/.cache/php_worker/). With --cached-only it exits
+# with status 3 instead when they are not cached yet.
+#
+# It rebuilds target/release/libphp_worker.a against the static PHP: ./xcaddy.sh
+# rebuilds it for ./caddy again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CADDY_VERSION=v2.11.9
 MODULE=github.com/php-worker/php_worker/go-module
+
+case ${1:-} in
+--cached-only) export PHP_WORKER_CACHED_ONLY=1 ;; # exit 3 rather than build PHP or its libraries
+"") ;;
+*) echo "usage: scripts/build-portable.sh [--cached-only]" >&2; exit 2 ;;
+esac
 
 scripts/install-deps.sh --portable
 deps=$(scripts/build-static-deps.sh)

@@ -21,6 +21,10 @@ if [ -f "$out/.complete" ]; then
 	exit 0
 fi
 
+if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
+	log "not built yet (PHP_WORKER_CACHED_ONLY is set: not building them)"
+	exit 3
+fi
 mkdir -p "$cache_root"
 exec 9>"$cache_root/.lock-static-deps"
 flock 9

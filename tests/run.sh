@@ -4,6 +4,10 @@
 # end-to-end suite against the built ./caddy, and a quick pass of the benchmark suite
 # as a smoke check.
 #
+# Last, when the portable build's caches are there (PHP_WORKER_INSTALL_TEST=1 builds them
+# first, about 25 minutes; =0 skips it), the install test: the portable binary and the
+# .deb in a clean Debian root (tests/install/clean-root.sh).
+#
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests
 set -euo pipefail
@@ -32,3 +36,25 @@ python3 -m pytest -q tests/e2e "$@"
 
 echo "== benchmark smoke check (every workload briefly, every server must answer correctly)"
 SKIP_BUILD=1 tests/bench/run.sh --quick
+
+echo "== install test: the portable binary and the .deb in a clean Debian 12 root"
+install_test=${PHP_WORKER_INSTALL_TEST:-auto}
+if [ "$install_test" = auto ] && [ $# -gt 0 ]; then install_test=0; fi # a selection of tests
+if [ "$install_test" = auto ] && [ "$(id -u)" != 0 ]; then install_test=0; fi # chroot needs root
+case $install_test in
+0) echo "skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)" ;;
+1 | auto)
+	status=0
+	if [ "$install_test" = 1 ]; then
+		scripts/build-portable.sh || status=$?
+	else
+		scripts/build-portable.sh --cached-only || status=$?
+	fi
+	case $status in
+	0) scripts/build-deb.sh && tests/install/clean-root.sh ;;
+	3) echo "skipped: the static PHP and its libraries are not cached yet (PHP_WORKER_INSTALL_TEST=1 builds them)" ;;
+	*) exit "$status" ;;
+	esac
+	;;
+*) echo "PHP_WORKER_INSTALL_TEST must be 0, 1 or auto" >&2; exit 2 ;;
+esac

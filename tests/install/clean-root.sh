@@ -20,6 +20,7 @@ repo=$PWD
 
 log() { echo "clean-root: $*"; }
 fail() { echo "clean-root: FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "needs root (debootstrap, chroot, mount)"
 
 version=$(cat VERSION)
 deb=dist/php-worker_${version}_amd64.deb
