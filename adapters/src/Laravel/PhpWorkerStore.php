@@ -24,6 +24,9 @@ use PhpWorker\Runtime;
  *   the same Caddy) and every PhpWorker\Table included: the table cannot list keys, so a
  *   flush limited to the prefix is not possible.
  * - put()/putMany()/forever() return false when the table is full (shared_store_size).
+ * - Outside php_worker (artisan under the PHP CLI, queue workers, tests) the store is
+ *   made as usual, since Laravel makes the default store to build commands such as
+ *   queue:restart; its first use throws a RuntimeException that says why.
  */
 class PhpWorkerStore implements Store
 {
@@ -31,9 +34,10 @@ class PhpWorkerStore implements Store
 
     protected string $prefix;
 
+    private bool $checked = false;
+
     public function __construct(string $prefix = '')
     {
-        Runtime::require('The php_worker cache store');
         $this->setPrefix($prefix);
     }
 
@@ -45,6 +49,7 @@ class PhpWorkerStore implements Store
     /** @param string $key */
     public function get($key)
     {
+        $this->requireRuntime();
         return php_worker_shared_get($this->key($key));
     }
 
@@ -63,6 +68,7 @@ class PhpWorkerStore implements Store
      */
     public function put($key, $value, $seconds)
     {
+        $this->requireRuntime();
         $seconds = (int) $seconds;
         if ($seconds <= 0) {
             $this->forget($key);
@@ -88,6 +94,7 @@ class PhpWorkerStore implements Store
      */
     public function add($key, $value, $seconds)
     {
+        $this->requireRuntime();
         $seconds = (int) $seconds;
         if ($seconds <= 0) {
             return false; // as Cache::add() answers: an item that expires at once is never added
@@ -98,6 +105,7 @@ class PhpWorkerStore implements Store
     /** @return int|false the new value */
     public function increment($key, $value = 1)
     {
+        $this->requireRuntime();
         return php_worker_shared_increment($this->key($key), (int) $value);
     }
 
@@ -109,24 +117,36 @@ class PhpWorkerStore implements Store
 
     public function forever($key, $value)
     {
+        $this->requireRuntime();
         return php_worker_shared_put($this->key($key), $value, 0);
     }
 
     /** @return bool whether the key existed */
     public function forget($key)
     {
+        $this->requireRuntime();
         return php_worker_shared_forget($this->key($key));
     }
 
     /** Empties the process's whole shared table, not only this prefix's keys. */
     public function flush()
     {
+        $this->requireRuntime();
         return php_worker_shared_flush();
     }
 
     public function getPrefix()
     {
         return $this->prefix;
+    }
+
+    /** The functions are called by name: PHP looks them up before the arguments run. */
+    private function requireRuntime(): void
+    {
+        if (!$this->checked) {
+            Runtime::require('The php_worker cache store');
+            $this->checked = true;
+        }
     }
 
     protected function key($key): string
