@@ -5,9 +5,14 @@ Caddyfile."""
 
 import http.client
 import json
+import os
 import signal
+import sqlite3
 import subprocess
 import time
+from pathlib import Path
+
+import pytest
 
 from conftest import APP, CADDY, REPO, WORK, free_port
 
@@ -78,6 +83,34 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     assert {"pdo_sqlite", "intl", "gd", "mbstring", "openssl", "curl"} <= listed
     status, out, _ = php_cli("-i")
     assert status == 0 and "PHP Version => 8.2." in out and "Thread Safety => enabled" in out
+
+
+def test_artisan_migrate_runs_a_laravel_apps_migrations(tmp_path):
+    """`caddy php-cli artisan migrate --force` on the Laravel 8 test app (Debian's
+    php-laravel-framework): its migration creates and fills a table in the SQLite
+    database the environment names, and a second run has nothing to migrate, although
+    the app's cache store is php_worker's."""
+    laravel = Path(__file__).resolve().parent / "laravel"
+    if not Path("/usr/share/php/Illuminate/autoload.php").is_file():
+        pytest.fail("Debian's php-laravel-framework is missing (scripts/install-deps.sh --tests installs it)")
+    database = tmp_path / "app.sqlite"
+    database.touch()
+    env = {**os.environ, "DB_DATABASE": str(database), "LARAVEL_CACHE_DIR": str(tmp_path / "cache")}
+
+    def artisan(*args):
+        p = subprocess.run([str(CADDY), "php-cli", "artisan", *args], cwd=laravel, env=env, capture_output=True,
+                           timeout=120)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    status, out = artisan("migrate", "--force")
+    assert status == 0 and "Migrated:" in out and "2026_01_01_000000_create_notes_table" in out, out
+    assert sqlite3.connect(database).execute("SELECT body FROM notes").fetchall() == [("migrated by cli",)]
+    status, out = artisan("migrate", "--force")
+    assert status == 0 and "Nothing to migrate" in out, out
+    # The app's default cache store is php_worker's, which needs the server: the commands
+    # that do not use it run (above); one that does says why it cannot.
+    status, out = artisan("cache:clear")
+    assert status == 1 and "The php_worker cache store needs php_worker's shared store" in out, out
 
 
 def test_settings_come_from_the_config_then_d_and_n_skips_php_ini(server, tmp_path):

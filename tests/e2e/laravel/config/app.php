@@ -10,6 +10,10 @@ return [
     'fallback_locale' => 'en',
     'providers' => [
         Illuminate\Cache\CacheServiceProvider::class,
+        Illuminate\Database\DatabaseServiceProvider::class,
+        Illuminate\Filesystem\FilesystemServiceProvider::class,
+        Illuminate\Foundation\Providers\ConsoleSupportServiceProvider::class, // artisan migrate
+        Illuminate\Queue\QueueServiceProvider::class, // the queue commands artisan registers
         PhpWorker\Laravel\PhpWorkerCacheServiceProvider::class,
     ],
     'aliases' => [],
