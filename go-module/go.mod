@@ -3,6 +3,7 @@ module github.com/php-worker/php_worker/go-module
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.3.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/dustin/go-humanize v1.1.0
