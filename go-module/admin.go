@@ -26,6 +26,9 @@ func init() {
 //	GET  /php_worker/health            liveness: 200 while PHP can serve, else 503
 //	GET  /php_worker/ready             readiness: 200 while the server takes traffic
 //
+// and FrankenPHP's names for the first two, /frankenphp/workers/restart and
+// /frankenphp/threads (the JSON is php_worker's).
+//
 // (health.go says what each probe checks.)
 //
 // Admin routers are created again with every admin server, so they reach PHP through
@@ -45,6 +48,8 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
+		{Pattern: "/frankenphp/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
+		{Pattern: "/frankenphp/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
 		{Pattern: "/php_worker/health", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			return probeAPI(w, r, false)
 		})},

@@ -70,6 +70,12 @@ import (
 // PHP read large bodies from the client itself (see App.UnbufferedRequests); php_ini overrides php.ini settings and may repeat;
 // worker starts a worker script for every site (see WorkerConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return a.unmarshal(d, dialectPHPWorker)
+}
+
+// unmarshal reads the global option block written as dl: php_worker's, or FrankenPHP's
+// frankenphp block, which takes the same options (see frankenphp.go).
+func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 	for d.Next() {
 		if d.NextArg() {
 			return d.ArgErr()
@@ -163,7 +169,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				a.MaxStuckThreads = n
 			case "worker":
-				w, err := parseWorker(d, false)
+				w, err := parseWorker(d, false, dl)
 				if err != nil {
 					return err
 				}
@@ -179,7 +185,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			default:
-				return d.Errf("unknown php_worker option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker)", name)
+				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
+					return err
+				}
+				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker)", dl, name)
 			}
 		}
 	}
@@ -246,12 +255,28 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 // repeat; worker runs a worker script for the requests whose script is its file, or
 // whose path matches one of its match patterns (see WorkerConfig).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return h.unmarshal(d, dialectPHPWorker)
+}
+
+// unmarshal reads the site directive written as dl: php_worker's, or FrankenPHP's
+// php_server or php, which take the same options under FrankenPHP's names (split_path
+// for split; try_files in the one form the handler's resolution has); php has no index,
+// file server or try_files.
+func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
+	var tryFiles []string
 	for d.Next() {
 		if d.NextArg() {
 			return d.ArgErr()
 		}
 		for d.NextBlock(0) {
-			switch name := d.Val(); name {
+			name := d.Val()
+			if dl.frankenPHP() && name == "split_path" {
+				name = "split"
+			}
+			if dl == dialectPHP && (name == "index" || name == "file_server" || name == "try_files") {
+				return d.Errf("php has no %s: it runs the scripts requests name; php_server serves files and the front controller", name)
+			}
+			switch name {
 			case "root":
 				if !d.AllArgs(&h.Root) {
 					return d.ArgErr()
@@ -274,6 +299,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("file_server takes one argument, off")
 				}
 				h.DisableFileServer = true
+			case "try_files":
+				if dl != dialectPHPServer {
+					return d.Errf("try_files is php_server's; php_worker resolves requests as php_server's default does (see index)")
+				}
+				tryFiles = d.RemainingArgs()
+				if len(tryFiles) == 0 {
+					return d.ArgErr()
+				}
+			case "resolve_root_symlink":
+				resolve := true
+				if d.NextArg() {
+					v, err := strconv.ParseBool(d.Val())
+					if err != nil || d.NextArg() {
+						return d.Errf("resolve_root_symlink takes true, false or nothing (true)")
+					}
+					resolve = v
+				}
+				h.ResolveRootSymlink = &resolve
 			case "env":
 				var key, value string
 				if !d.AllArgs(&key, &value) {
@@ -284,14 +327,22 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				h.Env[key] = value
 			case "worker":
-				w, err := parseWorker(d, true)
+				w, err := parseWorker(d, true, dl)
 				if err != nil {
 					return err
 				}
 				h.Workers = append(h.Workers, w)
 			default:
-				return d.Errf("unknown php_worker subdirective %q (known: root, index, split, file_server, env, worker)", name)
+				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
+					return err
+				}
+				return d.Errf("unknown %s subdirective %q (known: root, index, split, file_server, env, resolve_root_symlink, worker)", dl, name)
 			}
+		}
+	}
+	if tryFiles != nil {
+		if err := h.checkTryFiles(tryFiles); err != nil {
+			return d.Err(err.Error())
 		}
 	}
 	// Worker files resolve as Provision resolves them: from a root without

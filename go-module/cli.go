@@ -178,14 +178,17 @@ func (c *cliCommand) settings() ([]byte, error) {
 		}
 		var cfg struct {
 			Apps struct {
-				PHPWorker engineSettings `json:"php_worker"`
+				PHPWorker  engineSettings `json:"php_worker"`
+				FrankenPHP engineSettings `json:"frankenphp"` // the same app under FrankenPHP's name
 			} `json:"apps"`
 		}
 		if err := json.Unmarshal(raw, &cfg); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", c.config, err)
 		}
-		for k, v := range cfg.Apps.PHPWorker.PHPIni {
-			ini[k] = v
+		for _, app := range []engineSettings{cfg.Apps.PHPWorker, cfg.Apps.FrankenPHP} {
+			for k, v := range app.PHPIni {
+				ini[k] = v
+			}
 		}
 	}
 	for _, k := range c.iniOrder {

@@ -83,11 +83,11 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the handler and takes its workers' pools. Like App.Provision it
 // starts no PHP.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	appIface, err := ctx.App("php_worker")
+	app, err := configuredApp(ctx)
 	if err != nil {
-		return fmt.Errorf("loading the php_worker app: %w", err)
+		return err
 	}
-	return h.setup(ctx, appIface.(*App))
+	return h.setup(ctx, app)
 }
 
 // setup is Provision once the app is known.

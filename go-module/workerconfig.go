@@ -209,26 +209,35 @@ func checkUniqueFiles(scope string, workers []*WorkerConfig) error {
 	return nil
 }
 
-// parseWorker reads `worker <file> [<num>]` or a worker block:
+// parseWorker reads `worker <file> [<num>|watch]` or a worker block:
 //
 //	worker {
 //		file <path>
 //		num <n>
+//		max_threads <n>
 //		max_requests <n>
 //		max_memory <size>
 //		name <name>
 //		env <key> <value>
 //		match <path...>
 //		max_boot_backoff <duration>
+//		watch [<glob>...]
+//		max_consecutive_failures -1
 //	}
-func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) {
+//
+// max_consecutive_failures is FrankenPHP's; php_worker keeps booting a script that
+// fails before it serves (with backoff, see max_boot_backoff), which FrankenPHP calls -1,
+// so that is the only value it takes. dl names the block the worker is written in.
+func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerConfig, error) {
 	var w WorkerConfig
 	args := d.RemainingArgs()
 	switch len(args) {
 	case 0:
 	case 1, 2:
 		w.FileName = args[0]
-		if len(args) == 2 {
+		if len(args) == 2 && args[1] == "watch" {
+			w.Watch = []string{defaultWatchGlob}
+		} else if len(args) == 2 {
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 1 {
 				return w, d.Errf("worker %s: the thread count must be a positive integer, got %q", args[0], args[1])
@@ -281,7 +290,7 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 			w.Env[key] = value
 		case "match":
 			if !allowMatch {
-				return w, d.Errf("worker match is only allowed in a site's php_worker directive")
+				return w, d.Errf("worker match is only allowed in a site's php_worker (or php_server) directive")
 			}
 			w.MatchPath = d.RemainingArgs()
 			if len(w.MatchPath) == 0 {
@@ -304,8 +313,17 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool) (WorkerConfig, error) 
 			if len(w.Watch) == 0 {
 				w.Watch = []string{defaultWatchGlob}
 			}
+		case "max_consecutive_failures":
+			var v string
+			if !d.AllArgs(&v) {
+				return w, d.ArgErr()
+			}
+			if v != "-1" {
+				return w, d.Errf("worker max_consecutive_failures %s: php_worker never gives up on a worker that fails "+
+					"to boot, it retries with a backoff up to max_boot_backoff (FrankenPHP's -1); only -1 is accepted", v)
+			}
 		default:
-			return w, d.Errf("unknown worker subdirective %q (known: file, num, max_threads, max_requests, max_memory, name, env, match, max_boot_backoff, watch)", name)
+			return w, d.Errf("unknown worker subdirective %q in %s (known: file, num, max_threads, max_requests, max_memory, name, env, match, max_boot_backoff, watch, max_consecutive_failures)", name, dl)
 		}
 	}
 	if w.FileName == "" {
