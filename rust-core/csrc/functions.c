@@ -8,6 +8,8 @@
 #include <php_variables.h>
 #include <php_output.h>
 #include <ext/standard/head.h>
+#include <ext/json/php_json.h>
+#include <zend_smart_str.h>
 
 #include <ctype.h>
 
@@ -26,6 +28,60 @@ void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value)
 	php_output_end_all();
 	php_header();
 	RETURN_BOOL(pw_rs_finish_early(ctx));
+}
+
+/* FrankenPHP's slog levels for frankenphp_log(). */
+#define PW_LOG_LEVEL_DEBUG -4
+#define PW_LOG_LEVEL_INFO 0
+#define PW_LOG_LEVEL_WARN 4
+#define PW_LOG_LEVEL_ERROR 8
+
+void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value)
+{
+	zend_string *message;
+	zend_long level = PW_LOG_LEVEL_INFO;
+	zval *context = NULL;
+
+	ZEND_PARSE_PARAMETERS_START(1, 3)
+		Z_PARAM_STR(message)
+		Z_PARAM_OPTIONAL
+		Z_PARAM_LONG(level)
+		Z_PARAM_ARRAY(context)
+	ZEND_PARSE_PARAMETERS_END();
+
+	/* The context as one JSON object (a list too); values JSON cannot hold become null
+	 * rather than failing. JsonSerializable objects run PHP code, which may throw (then
+	 * nothing is logged) or bail out (the buffer is request memory, freed with it). */
+	smart_str json = {0};
+	if (context && zend_hash_num_elements(Z_ARRVAL_P(context)) > 0) {
+		php_json_encode(&json, context,
+			PHP_JSON_FORCE_OBJECT | PHP_JSON_UNESCAPED_SLASHES | PHP_JSON_UNESCAPED_UNICODE |
+			PHP_JSON_PARTIAL_OUTPUT_ON_ERROR | PHP_JSON_INVALID_UTF8_SUBSTITUTE);
+		if (EG(exception)) {
+			smart_str_free(&json);
+			RETURN_THROWS();
+		}
+		smart_str_0(&json);
+	}
+	int syslog_level = level >= PW_LOG_LEVEL_ERROR ? 3   /* LOG_ERR */
+	                   : level >= PW_LOG_LEVEL_WARN ? 4  /* LOG_WARNING */
+	                   : level >= PW_LOG_LEVEL_INFO ? 6  /* LOG_INFO */
+	                   : 7;                              /* LOG_DEBUG */
+	pw_php_log_line line = {
+		.type = PW_LOG_FRANKENPHP,
+		.message = ZSTR_VAL(message),
+		.message_len = ZSTR_LEN(message),
+		.context = json.s ? ZSTR_VAL(json.s) : NULL,
+		.context_len = json.s ? ZSTR_LEN(json.s) : 0,
+	};
+	zend_string *file = zend_get_executed_filename_ex();
+	if (file) {
+		line.file = ZSTR_VAL(file);
+		line.file_len = ZSTR_LEN(file);
+		line.line = zend_get_executed_lineno();
+	}
+	pw_rs_log(SG(server_context), ZSTR_VAL(message), syslog_level, &line);
+	smart_str_free(&json);
 }
 
 static void pw_forward_headers(void *ctx)
@@ -196,6 +252,10 @@ int pw_shim_module_startup(int type, int module_number)
 {
 	pw_override_function("putenv", pw_php_putenv);
 	pw_override_function("getenv", pw_php_getenv);
+	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_DEBUG", PW_LOG_LEVEL_DEBUG, CONST_PERSISTENT);
+	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_INFO", PW_LOG_LEVEL_INFO, CONST_PERSISTENT);
+	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_WARN", PW_LOG_LEVEL_WARN, CONST_PERSISTENT);
+	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_ERROR", PW_LOG_LEVEL_ERROR, CONST_PERSISTENT);
 	php_import_environment_variables = pw_import_environment;
 	return SUCCESS;
 }

@@ -18,6 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The `type` of a PhpLogLine from frankenphp_log().
+#define PW_LOG_FRANKENPHP -1
+
 // StoreValue kinds.
 #define PW_STORE_INT 1
 
@@ -138,9 +141,11 @@ typedef struct {
 } pw_run_outcome;
 
 // A line PHP logs, with where it comes from: a PHP error (`type` is its E_* constant,
-// `file` and `line` where it happened) or an error_log() call (`type` 0; `file` and
-// `line` are the calling script's, NULL and 0 outside a script). Strings are not
-// NUL-terminated and are valid for the duration of the call.
+// `file` and `line` where it happened), an error_log() call (`type` 0) or a
+// frankenphp_log() call (`type` PW_LOG_FRANKENPHP, `context` its context array as a
+// JSON object); for those two `file` and `line` are the calling script's, NULL and 0
+// outside a script. Strings are not NUL-terminated and are valid for the duration of
+// the call; `context` is NULL when there is none.
 typedef struct {
   int type;
   const char *message;
@@ -148,6 +153,8 @@ typedef struct {
   const char *file;
   size_t file_len;
   uint32_t line;
+  const char *context;
+  size_t context_len;
 } pw_php_log_line;
 
 // A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and

@@ -59,6 +59,7 @@ void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value);
 void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);
 void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
+void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value);
 
 /* store.c: php_worker_local_* and php_worker_shared_* */
 #define PW_STORE_DECLARE(scope)                                                          \

@@ -19,6 +19,7 @@ unsafe extern "C" {
     safe fn pw_php_headers_send(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_request_headers(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_response_headers(execute_data: &mut ExecuteData, return_value: &mut Zval);
+    safe fn pw_php_frankenphp_log(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_local_get(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_local_put(execute_data: &mut ExecuteData, return_value: &mut Zval);
     safe fn pw_php_local_add(execute_data: &mut ExecuteData, return_value: &mut Zval);
@@ -107,6 +108,15 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     for name in ["frankenphp_response_headers", "apache_response_headers"] {
         module = module.function(FunctionBuilder::new(name, pw_php_response_headers).returns(DataType::Array, false, false));
     }
+    // frankenphp_log(string $message, int $level = FRANKENPHP_LOG_LEVEL_INFO, array $context = []): void
+    module = module.function(
+        FunctionBuilder::new("frankenphp_log", pw_php_frankenphp_log)
+            .arg(Arg::new("message", DataType::String))
+            .not_required()
+            .arg(Arg::new("level", DataType::Long).default("0"))
+            .arg(Arg::new("context", DataType::Array).default("[]"))
+            .returns(DataType::Void, false, false),
+    );
     module = store_functions(module, "local", [
         pw_php_local_get,
         pw_php_local_put,

@@ -65,9 +65,11 @@ pub struct RunOutcome {
 }
 
 /// A line PHP logs, with where it comes from: a PHP error (`type` is its E_* constant,
-/// `file` and `line` where it happened) or an error_log() call (`type` 0; `file` and
-/// `line` are the calling script's, NULL and 0 outside a script). Strings are not
-/// NUL-terminated and are valid for the duration of the call.
+/// `file` and `line` where it happened), an error_log() call (`type` 0) or a
+/// frankenphp_log() call (`type` PW_LOG_FRANKENPHP, `context` its context array as a
+/// JSON object); for those two `file` and `line` are the calling script's, NULL and 0
+/// outside a script. Strings are not NUL-terminated and are valid for the duration of
+/// the call; `context` is NULL when there is none.
 #[repr(C)]
 pub struct PhpLogLine {
     pub r#type: c_int,
@@ -76,7 +78,12 @@ pub struct PhpLogLine {
     pub file: *const c_char,
     pub file_len: usize,
     pub line: u32,
+    pub context: *const c_char,
+    pub context_len: usize,
 }
+
+/// The `type` of a PhpLogLine from frankenphp_log().
+pub const PW_LOG_FRANKENPHP: c_int = -1;
 
 /// What it takes to stop the script running on a PHP thread from another thread, the
 /// way max_execution_time does: the thread and its execution timer; and to watch it:

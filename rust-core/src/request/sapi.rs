@@ -10,7 +10,7 @@ use super::{RequestContext, Sink};
 use crate::abi::types::Field;
 use crate::host::{Level, LogField, log_unattached};
 use crate::php::guard::guard;
-use crate::php::sys::{PhpLogLine, ShimVars};
+use crate::php::sys::{PW_LOG_FRANKENPHP, PhpLogLine, ShimVars};
 
 /// # Safety
 /// `ctx` is NULL or the live `RequestContext` of this thread's request.
@@ -122,11 +122,14 @@ unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_
     guard((), || {
         let level = Level::from_syslog(syslog_level);
         // SAFETY: PHP passes a C string; `line` and its strings are valid for the call.
-        let (message, fields) = match unsafe { line.as_ref() } {
+        let (message, mut fields, extra) = match unsafe { line.as_ref() } {
             Some(line) => unsafe { php_log_fields(line) },
             None if message.is_null() => return,
-            None => (unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy().into_owned(), Vec::new()),
+            None => (unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy().into_owned(), Vec::new(), None),
         };
+        if let Some(extra) = &extra {
+            fields.extend(extra.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        }
         match unsafe { context(ctx) } {
             Some(ctx) => ctx.event(level, &message, &fields),
             None => log_unattached(level, &message, &fields),
@@ -135,12 +138,12 @@ unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_
 }
 
 /// The message of a PHP log line and its fields: `php_error` (the error's kind, as PHP
-/// names it: "Warning", "Fatal error", ...) or `source: "error_log"`, then `file` and
-/// `line` when known.
+/// names it: "Warning", "Fatal error", ...) or `source` ("error_log", "frankenphp_log"),
+/// then `file` and `line` when known; and the entries of frankenphp_log()'s context.
 ///
 /// # Safety
 /// The strings of `line` are valid for reads of their lengths (or NULL).
-unsafe fn php_log_fields(line: &PhpLogLine) -> (String, Vec<LogField<'static>>) {
+unsafe fn php_log_fields(line: &PhpLogLine) -> (String, Vec<LogField<'static>>, Option<serde_json::Map<String, serde_json::Value>>) {
     let text = |p: *const c_char, n: usize| {
         // SAFETY: the caller's contract.
         if p.is_null() { String::new() } else { String::from_utf8_lossy(unsafe { bytes(p, n) }).into_owned() }
@@ -148,13 +151,23 @@ unsafe fn php_log_fields(line: &PhpLogLine) -> (String, Vec<LogField<'static>>) 
     let mut fields: Vec<LogField<'static>> = Vec::with_capacity(3);
     match line.r#type {
         0 => fields.push(("source", "error_log".into())),
+        PW_LOG_FRANKENPHP => fields.push(("source", "frankenphp_log".into())),
         kind => fields.push(("php_error", php_error_kind(kind).into())),
     }
     if !line.file.is_null() {
         fields.push(("file", text(line.file, line.file_len).into()));
         fields.push(("line", line.line.into()));
     }
-    (text(line.message, line.message_len), fields)
+    let context = if line.context.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract. The shim encodes an object; anything else is dropped.
+        match serde_json::from_slice(unsafe { bytes(line.context, line.context_len) }) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            _ => None,
+        }
+    };
+    (text(line.message, line.message_len), fields, context)
 }
 
 /// PHP's name for an E_* error type, as in its own log lines.
