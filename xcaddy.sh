@@ -33,4 +33,6 @@ XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id' -tags=nobadger
 # caddy, still writing the modules listed after it, then gets would fail the build.
 modules=$(./caddy list-modules)
 grep -qx 'http.handlers.php_worker' <<<"$modules"
-echo "xcaddy.sh: ./caddy is ready"
+# FrankenPHP's name for the same binary, which Laravel Octane looks for on PATH.
+ln -sfn caddy ./frankenphp
+echo "xcaddy.sh: ./caddy is ready (and ./frankenphp, a link to it)"

@@ -4,6 +4,7 @@
 # 2.35+, as on Debian 12 and Ubuntu 22.04, and libgcc_s only), and OPcache beside it:
 #
 #   dist/php_worker/bin/caddy
+#   dist/php_worker/bin/frankenphp              a link to caddy, FrankenPHP's name
 #   dist/php_worker/lib/php_worker/opcache.so   PHP 8.2 builds OPcache only as a
 #                                               shared object; the binary loads it
 #                                               from ../lib/php_worker/ (and exports
@@ -78,6 +79,7 @@ mkdir -p "$out/bin" "$out/lib/php_worker"
 XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx" \
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)/opcache.so" "$out/lib/php_worker/"
+ln -s caddy "$out/bin/frankenphp" # FrankenPHP's name, which Laravel Octane looks for
 
 echo "build-portable: $out/bin/caddy links:"
 ldd "$out/bin/caddy"
