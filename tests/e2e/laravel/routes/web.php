@@ -100,3 +100,24 @@ Route::get('/bench', function (Request $r) {
     }
     return new Illuminate\Http\Response(sprintf('%d %.6f', $n, (hrtime(true) - $start) / 1e9), 200, ['Content-Type' => 'text/plain']);
 });
+
+// The Octane-shaped worker (public/frankenphp-worker.php): what the worker sees of the
+// environment Octane passes, and the code version it booted.
+Route::get('/octane', fn () => [
+    'boot_id' => app()->bound('boot_id') ? app('boot_id') : null,
+    'boot_version' => app()->bound('boot_version') ? app('boot_version') : null,
+    'worker' => $_SERVER['FRANKENPHP_WORKER'] ?? null,
+    'octane' => $_SERVER['LARAVEL_OCTANE'] ?? null,
+    'max_requests' => $_SERVER['MAX_REQUESTS'] ?? null,
+    'base_path' => base_path(),
+    'script_name' => $_SERVER['SCRIPT_NAME'] ?? null,
+    'uri' => request()->getRequestUri(),
+    'time_limit' => (int) ini_get('max_execution_time'),
+    'sapi' => PHP_SAPI,
+]);
+// A record as Octane's request stream writes it, and one through frankenphp_log().
+Route::get('/octane/log', function () {
+    error_log(json_encode(['type' => 'request', 'method' => 'GET', 'url' => '/octane/log', 'statusCode' => 200]), 4);
+    frankenphp_log('a frankenphp_log line', FRANKENPHP_LOG_LEVEL_WARN, ['order' => 42, 'user' => ['id' => 7]]);
+    return ['logged' => true];
+});

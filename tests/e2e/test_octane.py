@@ -1,0 +1,251 @@
+"""Laravel Octane's FrankenPHP server, played by php_worker: the binary found on PATH as
+`frankenphp`, started as Octane starts it (`frankenphp run -c <Caddyfile>`, its settings
+in the environment), a Caddyfile with the structure of Octane's stub (the frankenphp
+global block, php_server, `encode zstd br gzip`, `{$VAR}` placeholders that expand to
+nothing), and the worker in the shape of Octane's frankenphp-worker.php over the Laravel 8
+test app (Debian's php-laravel-framework). Then Octane's admin calls: status
+(`GET /config/apps/frankenphp`), reload (the same JSON sent back with `PATCH` and
+`Cache-Control: must-revalidate`) under load, and stop (`POST /stop`)."""
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CADDY, WORK, free_port
+
+LARAVEL = Path(__file__).resolve().parent / "laravel"
+FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
+
+# The structure of Octane's src/Commands/stubs/Caddyfile: every setting comes from the
+# environment Octane sets for the child process.
+STUB = """{
+	{$CADDY_GLOBAL_OPTIONS}
+
+	admin {$CADDY_SERVER_ADMIN_HOST}:{$CADDY_SERVER_ADMIN_PORT}
+
+	frankenphp {
+		worker {
+			file "{$APP_PUBLIC_PATH}/frankenphp-worker.php"
+			{$CADDY_SERVER_WORKER_DIRECTIVE}
+			{$CADDY_SERVER_WATCH_DIRECTIVES}
+		}
+	}
+}
+
+{$CADDY_EXTRA_CONFIG}
+
+{$CADDY_SERVER_SERVER_NAME} {
+	log {
+		level {$CADDY_SERVER_LOG_LEVEL}
+
+		format filter {
+			wrap {$CADDY_SERVER_LOGGER}
+			fields {
+				uri query {
+					replace authorization REDACTED
+				}
+			}
+		}
+	}
+
+	route {
+		root * "{$APP_PUBLIC_PATH}"
+		encode zstd br gzip
+
+		{$CADDY_SERVER_EXTRA_DIRECTIVES}
+
+		php_server {
+			index frankenphp-worker.php
+			try_files {path} frankenphp-worker.php
+			resolve_root_symlink
+		}
+	}
+}
+"""
+
+
+class Octane:
+    """The server process as Octane's StartFrankenPhpCommand runs it."""
+
+    def __init__(self, base, port, admin_port):
+        self.base, self.port, self.admin_port = base, port, admin_port
+        bin_dir = base / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "frankenphp").symlink_to(CADDY.resolve())
+        found = shutil.which("frankenphp", path=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        assert found == str(bin_dir / "frankenphp"), "the binary is found on PATH as frankenphp"
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+               "APP_ENV": "local", "APP_BASE_PATH": str(base), "APP_PUBLIC_PATH": str(base / "public"),
+               "LARAVEL_OCTANE": "1", "MAX_REQUESTS": "100000", "REQUEST_MAX_EXECUTION_TIME": "30",
+               "CADDY_GLOBAL_OPTIONS": "auto_https disable_redirects",
+               "CADDY_SERVER_ADMIN_HOST": "localhost", "CADDY_SERVER_ADMIN_PORT": str(admin_port),
+               "CADDY_SERVER_LOG_LEVEL": "INFO", "CADDY_SERVER_LOGGER": "json",
+               "CADDY_SERVER_SERVER_NAME": f"http://:{port}",
+               "CADDY_SERVER_WORKER_COUNT": "2", "CADDY_SERVER_WORKER_DIRECTIVE": "num 2",
+               "CADDY_SERVER_EXTRA_DIRECTIVES": "", "CADDY_SERVER_WATCH_DIRECTIVES": "",
+               "LARAVEL_CACHE_DIR": str(base / "laravel-cache")}
+        env.pop("CADDY_EXTRA_CONFIG", None)  # referenced by the stub, never set by Octane
+        self.log_path = base / "server.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["frankenphp", "run", "-c", str(base / "Caddyfile")], cwd=base, env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"frankenphp run exited {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if self.get("/octane")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the Octane-shaped server did not answer:\n{self.log_text()}")
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def log_entries(self):
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def get(self, path, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            c.request("GET", path, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read(), dict(r.getheaders())
+        finally:
+            c.close()
+
+    def admin(self, method, path, body=None, headers=None):
+        # Octane's ServerProcessInspector: http://{adminHost}:{adminPort}
+        c = http.client.HTTPConnection("localhost", self.admin_port, timeout=120)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def octane():
+    if not FRAMEWORK.exists():
+        pytest.fail(f"{FRAMEWORK} is missing: install Debian's php-laravel-framework "
+                    "(scripts/install-deps.sh --tests does)")
+    base = WORK / "octane-app"  # as deep under the repository as tests/e2e/laravel
+    shutil.rmtree(base, ignore_errors=True)
+    shutil.copytree(LARAVEL, base, symlinks=True)
+    (base / "Caddyfile").write_text(STUB)
+    srv = Octane(base, free_port(), free_port())
+    yield srv
+    srv.kill()
+
+
+def test_octane_start_status_reload_under_load_and_stop(octane):
+    # What the worker sees: worker mode, Octane's environment, the front controller.
+    status, body, _ = octane.get("/octane?x=1")
+    assert status == 200, body
+    seen = json.loads(body)
+    assert seen["worker"] == "1" and seen["octane"] == "1" and seen["max_requests"] == "100000"
+    assert seen["base_path"] == str(octane.base) and seen["sapi"] == "php_worker"
+    assert seen["script_name"] == "/frankenphp-worker.php" and seen["uri"] == "/octane?x=1"
+    assert seen["time_limit"] == 30, "set_time_limit() before the loop applies to each request"
+    assert seen["boot_version"] == "v1"
+    # Static files are Caddy's, compressed as the stub asks (br from the pure-Go encoder).
+    (octane.base / "public" / "robots.txt").write_text("User-agent: *\nDisallow:\n" * 50)
+    status, body, headers = octane.get("/robots.txt", {"Accept-Encoding": "br"})
+    assert status == 200 and headers.get("Content-Encoding") == "br"
+
+    # octane:status: any 2xx from GET /config/apps/frankenphp.
+    status, config = octane.admin("GET", "/config/apps/frankenphp")
+    assert status == 200 and json.loads(config)["workers"][0]["file_name"].endswith("/public/frankenphp-worker.php")
+    status, threads = octane.admin("GET", "/frankenphp/threads")
+    assert status == 200 and json.loads(threads)["pools"], threads
+
+    # Logs as Octane reads them: error_log($line, 4) gives the raw line as msg;
+    # frankenphp_log() its level and context; access lines are Caddy's.
+    assert octane.get("/octane/log")[0] == 200
+    entries = octane.log_entries()
+    records = [json.loads(e["msg"]) for e in entries if e.get("msg", "").startswith("{")]
+    assert {"type": "request", "method": "GET", "url": "/octane/log", "statusCode": 200} in records
+    logged = [e for e in entries if e.get("msg") == "a frankenphp_log line"]
+    assert logged and logged[0]["level"] == "warn" and logged[0]["order"] == 42 and logged[0]["user"] == {"id": 7}
+    access = [e for e in entries if e.get("msg") == "handled request" and e["request"]["uri"] == "/octane/log"]
+    assert access and access[0]["status"] == 200 and "duration" in access[0]
+
+    # octane:reload under load: new code, no request failed. (MAX_REQUESTS is high
+    # enough that only the reload can boot the new code.)
+    (octane.base / "app" / "version.php").write_text("<?php return 'v2';")
+    time.sleep(2.1)  # past OPcache's revalidate_freq, as a deploy would be
+    stop, failures, served, resent, versions = threading.Event(), [], [0], [0], set()
+
+    def client():
+        while not stop.is_set():
+            for attempt in range(3):
+                try:
+                    status, body, _ = octane.get("/octane")
+                except (http.client.RemoteDisconnected, ConnectionResetError) as e:
+                    # Caddy may close unanswered a connection its old server accepted
+                    # (README, "Reloads"); a GET is sent again, as HTTP clients do.
+                    resent[0] += 1
+                    if attempt == 2:
+                        failures.append(repr(e))
+                    continue
+                if status != 200:
+                    failures.append((status, body[:200]))
+                else:
+                    versions.add(json.loads(body)["boot_version"])
+                    served[0] += 1
+                break
+
+    clients = [threading.Thread(target=client) for _ in range(4)]
+    for t in clients:
+        t.start()
+    try:
+        time.sleep(0.5)
+        status, config = octane.admin("GET", "/config/apps/frankenphp")
+        assert status == 200
+        status, answer = octane.admin("PATCH", "/config/apps/frankenphp", body=config,
+                                      headers={"Content-Type": "application/json", "Cache-Control": "must-revalidate"})
+        assert status == 200, answer
+        deadline = time.monotonic() + 30
+        while "v2" not in versions and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in clients:
+            t.join()
+    print(f"reload through apps.frankenphp: {served[0]} requests, {len(failures)} failed, {resent[0]} sent again")
+    assert failures == [] and served[0] > 0
+    assert octane.get("/octane")[0] == 200 and json.loads(octane.get("/octane")[1])["boot_version"] == "v2"
+    stopping = [json.loads(e["msg"]) for e in octane.log_entries() if '"worker_stopping"' in e.get("msg", "")]
+    assert stopping, "the old workers left their loop and ran their end (Octane's WorkerStopping)"
+
+    # octane:stop: POST /stop ends the process gracefully; the workers' loops end.
+    before = len(stopping)
+    status, _ = octane.admin("POST", "/stop")
+    assert status == 200
+    assert octane.proc.wait(timeout=60) == 0
+    stopping = [e for e in octane.log_entries() if '"worker_stopping"' in e.get("msg", "")]
+    assert len(stopping) >= before + 2, "each of the 2 workers ended its loop on stop"
