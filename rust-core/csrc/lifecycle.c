@@ -130,6 +130,9 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 			file.primary_script = 1;
 			if (worker) {
 				pw_worker_script_begins();
+				if (pw_rs_worker_revalidates_opcache()) {
+					pw_opcache_revalidate();
+				}
 			}
 			EG(exit_status) = 0;
 			php_execute_script(&file);

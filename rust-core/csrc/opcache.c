@@ -5,6 +5,7 @@
  */
 #include <php.h>
 #include <SAPI.h>
+#include <php_ini.h>
 #include <zend_extensions.h>
 
 #include <dlfcn.h>
@@ -33,4 +34,51 @@ pw_opcache_hook pw_shim_opcache_attach(void)
 	}
 	*hook = pw_opcache_event;
 	return PW_OPCACHE_HOOK_ATTACHED;
+}
+
+/* Calls the PHP function `name`; false when it is not defined or failed. `ret` is set
+ * only on success. */
+static bool pw_call_php(const char *name, zval *ret, uint32_t argc, zval *argv)
+{
+	if (!zend_hash_str_exists(CG(function_table), name, strlen(name))) {
+		return false;
+	}
+	zval fn;
+	ZVAL_STRING(&fn, name);
+	bool ok = call_user_function(CG(function_table), NULL, &fn, ret, argc, argv) == SUCCESS;
+	zval_ptr_dtor(&fn);
+	return ok;
+}
+
+void pw_opcache_revalidate(void)
+{
+	const char *restrict_api = INI_STR("opcache.restrict_api");
+	if (restrict_api && *restrict_api) {
+		return; /* the status and invalidate functions refuse scripts outside that path */
+	}
+	zval status, with_scripts;
+	ZVAL_TRUE(&with_scripts);
+	if (!pw_call_php("opcache_get_status", &status, 1, &with_scripts)) {
+		return;
+	}
+	zval *scripts = Z_TYPE(status) == IS_ARRAY ? zend_hash_str_find(Z_ARRVAL(status), "scripts", sizeof("scripts") - 1) : NULL;
+	if (scripts && Z_TYPE_P(scripts) == IS_ARRAY) {
+		zval *info;
+		ZEND_HASH_FOREACH_VAL(Z_ARRVAL_P(scripts), info) {
+			zval *path = Z_TYPE_P(info) == IS_ARRAY ? zend_hash_str_find(Z_ARRVAL_P(info), "full_path", sizeof("full_path") - 1) : NULL;
+			if (!path || Z_TYPE_P(path) != IS_STRING) {
+				continue;
+			}
+			/* Without force: only a script whose file changed (any script, with
+			 * validate_timestamps off, since OPcache cannot tell then). */
+			zval args[2], done;
+			ZVAL_COPY(&args[0], path);
+			ZVAL_FALSE(&args[1]);
+			if (pw_call_php("opcache_invalidate", &done, 2, args)) {
+				zval_ptr_dtor(&done);
+			}
+			zval_ptr_dtor(&args[0]);
+		} ZEND_HASH_FOREACH_END();
+	}
+	zval_ptr_dtor(&status);
 }

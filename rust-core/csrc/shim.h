@@ -50,6 +50,11 @@ void pw_crash_trail_thread_ends(void);
 /* crash.c: the script of the request the thread runs now (NULL between requests). */
 void pw_crash_trail_request(const char *script);
 
+/* opcache.c: has OPcache drop every cached script whose file changed since it was
+ * cached (every script when opcache.validate_timestamps is off); for the first boot of a
+ * worker generation. Runs PHP functions: call inside a request. */
+void pw_opcache_revalidate(void);
+
 /* functions.c: MINIT of the php_worker module. */
 int pw_shim_module_startup(int type, int module_number);
 

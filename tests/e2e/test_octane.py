@@ -195,8 +195,8 @@ def test_octane_start_status_reload_under_load_and_stop(octane):
 
     # octane:reload under load: new code, no request failed. (MAX_REQUESTS is high
     # enough that only the reload can boot the new code.)
+    # The deploy writes the code and reloads at once, within OPcache's revalidate_freq.
     (octane.base / "app" / "version.php").write_text("<?php return 'v2';")
-    time.sleep(2.1)  # past OPcache's revalidate_freq, as a deploy would be
     stop, failures, served, resent, versions = threading.Event(), [], [0], [0], set()
 
     def client():
@@ -249,3 +249,52 @@ def test_octane_start_status_reload_under_load_and_stop(octane):
     assert octane.proc.wait(timeout=60) == 0
     stopping = [e for e in octane.log_entries() if '"worker_stopping"' in e.get("msg", "")]
     assert len(stopping) >= before + 2, "each of the 2 workers ended its loop on stop"
+
+
+def test_the_frankenphp_name_answers_in_frankenphps_documented_forms(tmp_path):
+    """version, build-info, php-cli (Octane's docs run `frankenphp php-cli artisan …`)
+    and php-server with FrankenPHP's short flags and its <file>,<num> worker form, which
+    compresses responses unless --no-compress."""
+    frankenphp = tmp_path / "frankenphp"
+    frankenphp.symlink_to(CADDY.resolve())
+    version = subprocess.run([str(frankenphp), "version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith("php_worker v")
+    build_info = subprocess.run([str(frankenphp), "build-info"], capture_output=True, text=True, check=True).stdout
+    assert "github.com/php-worker/php_worker/go-module" in build_info
+    assert "github.com/dunglas/frankenphp" not in build_info, "Octane then warns that it cannot read a version"
+    p = subprocess.run([str(frankenphp), "php-cli", "-r", "echo PHP_SAPI, ' ', $argv[1];", "arg"],
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, "cli arg"), p.stderr
+
+    root = tmp_path / "public"
+    root.mkdir()
+    (root / "index.php").write_text("<?php while (frankenphp_handle_request(function () {"
+                                    " echo str_repeat('worker ', 200), $_SERVER['FRANKENPHP_WORKER'] ?? '-'; })) {}")
+    port = free_port()
+    log = open(tmp_path / "php-server.log", "wb")
+    proc = subprocess.Popen([str(frankenphp), "php-server", "-r", str(root), "-l", f"127.0.0.1:{port}",
+                             "-w", "index.php,1"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "php-server.log").read_text()
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                c.request("GET", "/some/page", headers={"Accept-Encoding": "br"})
+                r = c.getresponse()
+                body = r.read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "php-server did not start"
+                time.sleep(0.1)
+        assert r.status == 200 and r.getheader("Content-Encoding") == "br"
+        assert b"worker worker" not in body and len(body) < 200, "compressed"
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/other")
+        r = c.getresponse()
+        plain = r.read().decode()
+        assert r.getheader("Content-Encoding") is None and plain == "worker " * 200 + "1", "the worker served it"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import APP, BOOT_FAILED, CADDY, WORK, make_caddyfile
 
 HERE = Path(__file__).resolve().parent
@@ -223,30 +225,34 @@ def versioned(path, version):
     path.write_text("<?php\n$v = '" + version + "';\n"
                     "while (frankenphp_handle_request(function () use ($v) { echo $v; })) {}\n")
     # Versions have the same size: a new mtime (OPcache compares it, in whole seconds)
-    # makes the edit visible even within the second the old version was compiled.
-    versioned.mtime = max(getattr(versioned, "mtime", 0) + 2, time.time())
+    # tells them apart. The times are in the past, beyond opcache.file_update_protection
+    # (2 s), so that OPcache caches each version, as it would a deployed file.
+    versioned.mtime = getattr(versioned, "mtime", time.time() - 1000) + 2
     os.utime(path, (versioned.mtime, versioned.mtime))
 
 
-def test_a_forced_reload_of_the_same_config_serves_edited_worker_code(start_server, tmp_path):
+@pytest.mark.parametrize("validate_timestamps", ["1", "0"])
+def test_a_forced_reload_of_the_same_config_serves_edited_worker_code(start_server, tmp_path, validate_timestamps):
+    """A deploy writes the code and reloads at once. OPcache looks at a cached file's
+    mtime only every revalidate_freq seconds (2, counted in whole seconds) and never with
+    validate_timestamps off, so the new generation's first boot has it drop the scripts
+    whose files changed (all of them with validate_timestamps off)."""
     worker = tmp_path / "deploy.php"
     versioned(worker, "v1")
     text = {}
 
     def caddyfile(port, admin):
-        text["c"] = reload_caddyfile(port, admin, num=2, threads=4, memory_limit="128M", worker_file=worker)
+        text["c"] = reload_caddyfile(port, admin, num=2, threads=4, memory_limit="128M", worker_file=worker).replace(
+            "php_ini memory_limit 128M", f"php_ini memory_limit 128M\n\t\tphp_ini opcache.validate_timestamps {validate_timestamps}")
         return text["c"]
 
-    srv = start_server("reload-force", caddyfile)
+    srv = start_server(f"reload-force-{validate_timestamps}", caddyfile)
     assert srv.get("/counter").text == "v1"
     stop = threading.Event()
     clients = [Client(srv.port, ["/counter"], stop) for _ in range(4)]
     for c in clients:
         c.start()
-    # OPcache checks a cached file's mtime at most every opcache.revalidate_freq (2 s by
-    # default) after its last check: a worker booting sooner than that after v1 was
-    # compiled still gets v1 (as with php-fpm). Deploys are slower than that; so is this.
-    time.sleep(2.1)
+    time.sleep(0.3)
     versioned(worker, "v2")
     status, body = srv.load(text["c"], force=True)
     assert status == 200, body
@@ -257,7 +263,6 @@ def test_a_forced_reload_of_the_same_config_serves_edited_worker_code(start_serv
     settle(srv, 4)
     assert {srv.get("/counter").text for _ in range(10)} == {"v2"}, "no thread of the old code is left"
 
-    time.sleep(2.1)  # past opcache.revalidate_freq since v2 was compiled, as above
     versioned(worker, "v3")
     p = subprocess.run([str(CADDY), "reload", "--force", "--config", str(srv.workdir / "Caddyfile"), "--adapter",
                         "caddyfile", "--address", f"127.0.0.1:{srv.admin_port}"], capture_output=True, timeout=120)

@@ -21,12 +21,30 @@ pub struct Generation {
     pub spec: WorkerSpec,
     pub max_boot_backoff: Duration,
     active: AtomicBool,
+    /// Whether OPcache has yet to be checked against the files on disk for it.
+    revalidate_opcache: AtomicBool,
 }
 
 impl Generation {
     pub fn new(id: u32, spec: WorkerSpec, active: bool) -> Generation {
         let max_boot_backoff = Duration::from_millis(spec.max_boot_backoff_ms).max(FIRST_BOOT_BACKOFF);
-        Generation { id, name: spec.name.as_str().into(), spec, max_boot_backoff, active: AtomicBool::new(active) }
+        Generation {
+            id,
+            name: spec.name.as_str().into(),
+            spec,
+            max_boot_backoff,
+            active: AtomicBool::new(active),
+            revalidate_opcache: AtomicBool::new(true),
+        }
+    }
+
+    /// True for the first boot of the generation only: that boot has OPcache drop the
+    /// scripts whose files changed before the worker script runs. OPcache looks at a
+    /// file's time only every revalidate_freq seconds, to the second, and never with
+    /// validate_timestamps off, so a deploy that reloads at once would otherwise boot,
+    /// and serve, the code it replaced.
+    pub fn claim_opcache_revalidation(&self) -> bool {
+        self.revalidate_opcache.swap(false, Ordering::AcqRel)
     }
 
     pub fn is_active(&self) -> bool {

@@ -251,6 +251,15 @@ fn with_run<T>(fallback: T, f: impl FnOnce(&mut PhpThread) -> T) -> T {
     })
 }
 
+/// True when the worker script about to boot must first have OPcache revalidated (see
+/// Generation::claim_opcache_revalidation).
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_worker_revalidates_opcache() -> bool {
+    guard(false, || {
+        try_with_thread(|t| t.run.as_ref().is_some_and(|run| run.generation.claim_opcache_revalidation())).unwrap_or(false)
+    })
+}
+
 /// True on a thread running a worker script.
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_worker_active() -> bool {
