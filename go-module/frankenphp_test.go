@@ -86,3 +86,34 @@ func TestFrankenPHPOptionsWithoutACounterpartAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestWatchLinesAddUpAndAFolderMeansItsFiles(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "app", "Http"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "w.php"), []byte("<?php"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Octane's CADDY_SERVER_WATCH_DIRECTIVES: one line per path.
+	d := caddyfile.NewTestDispenser("worker {\n file w.php\n watch " + root + "/app\n watch " + root + "/.env\n}")
+	d.Next()
+	w, err := parseWorker(d, false, dialectFrankenPHP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Watch) != 2 {
+		t.Fatalf("watch lines: %q", w.Watch)
+	}
+	dir, err := parseWatchGlob(root, w.Watch[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir.pattern != filepath.ToSlash(root)+"/app/**" {
+		t.Errorf("a folder watches every file under it: %q", dir.pattern)
+	}
+	file, err := parseWatchGlob(root, w.Watch[1])
+	if err != nil || file.pattern != filepath.ToSlash(root)+"/.env" {
+		t.Errorf("a file is watched as it is: %q %v", file.pattern, err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
@@ -23,7 +24,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "php-server",
-		Usage: "[--root <dir>] [--listen <addr>] [--domain <example.com>] [--worker <file>[:<num>]]... [--watch] [--access-log] [--debug]",
+		Usage: "[--root <dir>] [--listen <addr>] [--domain <example.com>] [--worker <file>[:<num>]]... [--watch[=<glob>]]... [--no-compress] [--access-log] [--debug]",
 		Short: "Serves a PHP site from a folder, with no config file",
 		Long: `
 Serves a folder as the php_worker site directive does, with no Caddyfile: existing
@@ -34,14 +35,20 @@ it is. As caddy file-server does for static sites.
 --root is the folder (default: the current one). --listen is the address (default :80,
 or :443 with --domain, which serves HTTPS for that name). --worker runs a worker script
 for the requests whose script is its file (worker index.php serves every dynamic
-request), with <num> threads; it may repeat. --watch restarts the workers when a PHP
-file under the root changes (for development).`,
+request), with <num> threads (<file>,<num> as FrankenPHP writes it works too); it may
+repeat. --watch restarts the workers when a PHP file under the root changes (for
+development), or a file the glob matches; it may repeat. Responses are compressed
+(zstd, br, gzip) unless --no-compress. The flags are FrankenPHP's php-server's, so
+frankenphp php-server works as its documentation says (but --mercure: php_worker has
+no Mercure hub).`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().StringP("root", "r", "", "The folder to serve (default: the current one)")
 			cmd.Flags().StringP("listen", "l", "", "The address to listen on (default :80, or :443 with --domain)")
 			cmd.Flags().StringP("domain", "d", "", "A domain name to serve over HTTPS")
 			cmd.Flags().StringArrayP("worker", "w", nil, "A worker script, <file>[:<num>], relative to the root; repeatable")
-			cmd.Flags().Bool("watch", false, "Restart the workers when a PHP file under the root changes")
+			cmd.Flags().StringArray("watch", nil, "Restart the workers when a file changes: a PHP file under the root, or the glob given; repeatable")
+			cmd.Flags().Lookup("watch").NoOptDefVal = defaultWatchGlob
+			cmd.Flags().Bool("no-compress", false, "Do not compress responses")
 			cmd.Flags().BoolP("access-log", "a", false, "Log every request")
 			cmd.Flags().BoolP("debug", "v", false, "Log at debug level")
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(cmdPHPServer)
@@ -49,10 +56,10 @@ file under the root changes (for development).`,
 	})
 }
 
-// parseWorkerFlag reads --worker's <file>[:<num>].
+// parseWorkerFlag reads --worker's <file>[:<num>], or FrankenPHP's <file>,<num>.
 func parseWorkerFlag(v string) (WorkerConfig, error) {
 	w := WorkerConfig{FileName: v}
-	if i := strings.LastIndexByte(v, ':'); i > 0 {
+	if i := strings.LastIndexAny(v, ":,"); i > 0 {
 		if n, err := strconv.Atoi(v[i+1:]); err == nil {
 			if n < 1 {
 				return w, fmt.Errorf("--worker %s: the thread count must be positive", v)
@@ -77,17 +84,27 @@ func phpServerConfig(fs caddycmd.Flags) (*caddy.Config, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	watch, err := fs.GetStringArray("watch")
+	if err != nil {
+		return nil, "", err
+	}
 	for _, v := range workers {
 		w, err := parseWorkerFlag(v)
 		if err != nil {
 			return nil, "", err
 		}
-		if fs.Bool("watch") {
-			w.Watch = []string{defaultWatchGlob}
-		}
+		w.Watch = watch
 		handler.Workers = append(handler.Workers, w)
 	}
-	route := caddyhttp.Route{HandlersRaw: []json.RawMessage{caddyconfig.JSONModuleObject(handler, "handler", "php_worker", nil)}}
+	route := caddyhttp.Route{}
+	if !fs.Bool("no-compress") {
+		compress := encode.Encode{
+			EncodingsRaw: caddy.ModuleMap{"zstd": json.RawMessage("{}"), "br": json.RawMessage("{}"), "gzip": json.RawMessage("{}")},
+			Prefer:       []string{"zstd", "br", "gzip"},
+		}
+		route.HandlersRaw = append(route.HandlersRaw, caddyconfig.JSONModuleObject(compress, "handler", "encode", nil))
+	}
+	route.HandlersRaw = append(route.HandlersRaw, caddyconfig.JSONModuleObject(handler, "handler", "php_worker", nil))
 	domain, listen := fs.String("domain"), fs.String("listen")
 	if domain != "" {
 		route.MatcherSetsRaw = []caddy.ModuleMap{{"host": caddyconfig.JSON(caddyhttp.MatchHost{domain}, nil)}}

@@ -141,6 +141,16 @@ func parseWatchGlob(root, g string) (watchGlob, error) {
 		// Above the root (the app's code beside a public/ root): the same glob, absolute.
 		p = path.Join(filepath.ToSlash(root), p)
 	}
+	// A directory, as FrankenPHP and Octane name one: every file under it.
+	if !strings.ContainsAny(p, "*?[{\\") {
+		dir := filepath.FromSlash(p)
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir)
+		}
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			p = path.Join(p, "**")
+		}
+	}
 	wg := watchGlob{
 		pattern:  p,
 		abs:      filepath.IsAbs(filepath.FromSlash(p)),

@@ -309,10 +309,12 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 			}
 			w.MaxThreads = n
 		case "watch":
-			w.Watch = d.RemainingArgs()
-			if len(w.Watch) == 0 {
-				w.Watch = []string{defaultWatchGlob}
+			// Lines add up: Octane writes one `watch <path>` line per path.
+			globs := d.RemainingArgs()
+			if len(globs) == 0 {
+				globs = []string{defaultWatchGlob}
 			}
+			w.Watch = append(w.Watch, globs...)
 		case "max_consecutive_failures":
 			var v string
 			if !d.AllArgs(&v) {
