@@ -192,6 +192,15 @@ def test_octane_start_status_reload_under_load_and_stop(octane):
     assert logged and logged[0]["level"] == "warn" and logged[0]["order"] == 42 and logged[0]["user"] == {"id": 7}
     access = [e for e in entries if e.get("msg") == "handled request" and e["request"]["uri"] == "/octane/log"]
     assert access and access[0]["status"] == 200 and "duration" in access[0]
+    # A worker script that ends with a status: the warning carries exit_status, which
+    # Octane reads (it hides the 255 of timeouts).
+    octane.get("/octane/exit")
+    deadline = time.monotonic() + 10
+    while not [e for e in octane.log_entries() if e.get("exit_status") == 3] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    crashed = [e for e in octane.log_entries() if e.get("exit_status") == 3]
+    assert crashed and crashed[0]["level"] == "warn", "a worker exit line with exit_status"
+    assert octane.get("/octane")[0] == 200, "the worker was booted again"
 
     # octane:reload under load: new code, no request failed. (MAX_REQUESTS is high
     # enough that only the reload can boot the new code.)

@@ -121,3 +121,7 @@ Route::get('/octane/log', function () {
     frankenphp_log('a frankenphp_log line', FRANKENPHP_LOG_LEVEL_WARN, ['order' => 42, 'user' => ['id' => 7]]);
     return ['logged' => true];
 });
+// A handler that ends the worker script with a status, as a fatal path would.
+Route::get('/octane/exit', function () {
+    exit(3);
+});
