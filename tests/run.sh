@@ -20,6 +20,13 @@ source scripts/env.sh
 echo "== rust-core: unit tests and header check"
 cargo test --locked -p php-worker-core
 
+echo "== rust-core: clippy, warnings denied (every unsafe block documented)"
+if cargo clippy --version >/dev/null 2>&1; then
+	cargo clippy --locked -p php-worker-core --all-targets -- -D warnings
+else
+	echo "skipped: this Rust toolchain has no clippy (rustup component add clippy)"
+fi
+
 echo "== go-module: formatting, vet, and unit tests under the race detector"
 unformatted=$(cd go-module && gofmt -l .)
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }

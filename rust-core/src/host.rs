@@ -62,6 +62,7 @@ pub struct Host {
 
 // SAFETY: the ABI requires the callbacks to be callable from any thread.
 unsafe impl Send for Host {}
+// SAFETY: as for Send: the callbacks may be called from several threads at once, and `process_env` is read-only.
 unsafe impl Sync for Host {}
 
 impl Host {

@@ -108,7 +108,7 @@ mod tests {
     fn pairs_skip_what_no_variable_can_hold() {
         let s = Strings::from_pairs([("A", "1"), ("", "x"), ("B\0", "y"), ("C", "3"), ("A", "2")]);
         assert_eq!(s.pair_count(), 3);
-        assert_eq!(s.bytes(), b"A\01\0C\03\0A\02\0");
+        assert_eq!(s.bytes(), b"A\x001\x00C\x003\x00A\x002\x00");
         assert_eq!(s.value_of(b"A"), Some(&b"2"[..]), "the last value wins");
         assert_eq!(s.value_of(b"Z"), None);
         check(s.bytes(), s.spans(), s.bytes().len()).unwrap();

@@ -26,6 +26,10 @@
 //! Bailouts (PHP's longjmp) never cross Rust frames: every PHP call that can bail out
 //! sits in csrc/ inside zend_try, and the Rust hooks PHP calls never call PHP.
 
+// Every unsafe block says why it is sound, and every public unsafe fn what it needs
+// (tests/run.sh runs clippy with warnings denied).
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 pub mod error;
 pub mod config;
 pub mod layout;

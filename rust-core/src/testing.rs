@@ -39,15 +39,21 @@ impl Exchanges {
     }
 }
 
+// The callbacks below get what the core lends for the call, as php_worker_callbacks_t
+// says: a response with `headers_len` headers, and strings and buffers of the lengths given.
 unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
+    // SAFETY: the core lends the response for the call.
     let r = unsafe { &*r };
+    // SAFETY: each string of the response is valid for its length for the call.
     let text = |p: *const u8, n: usize| String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(p, n) }).into_owned();
     let headers = (0..r.headers_len)
         .map(|i| {
+            // SAFETY: `headers` holds `headers_len` headers.
             let h = unsafe { &*r.headers.add(i) };
             (text(h.name, h.name_len), text(h.value, h.value_len))
         })
         .collect();
+    // SAFETY: the body is valid for `body_len` bytes for the call.
     let body = if r.body_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(r.body, r.body_len) }.to_vec() };
     EXCHANGES.calls.lock().unwrap_or_else(|e| e.into_inner()).push(Call { handle, status: r.status, headers, body, flags: r.flags });
     EXCHANGES.done.notify_all();
@@ -61,13 +67,16 @@ unsafe extern "C" fn read_body(handle: usize, buf: *mut u8, len: usize) -> i64 {
         return -1;
     }
     let n = body.len().min(len);
+    // SAFETY: `buf` is writable for `len` bytes, and n <= len.
     unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), buf, n) };
     body.drain(..n);
     n as i64
 }
 
 unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize, fields: *const u8, fields_len: usize) {
+    // SAFETY: the message is valid for `len` bytes for the call.
     let msg = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(msg, len) }).into_owned();
+    // SAFETY: the fields are valid for `fields_len` bytes for the call.
     let fields = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(fields, fields_len) }).into_owned();
     EXCHANGES.logs.lock().unwrap_or_else(|e| e.into_inner()).push((handle, level, msg, fields));
 }

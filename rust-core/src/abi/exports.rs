@@ -54,6 +54,7 @@ fn catch(f: impl FnOnce() -> Result<()>) -> *mut ErrorHandle {
 /// # Safety
 /// `engine` is NULL or live.
 unsafe fn engine_ref<'a>(engine: *const EngineHandle) -> Result<&'a Engine> {
+    // SAFETY: the caller's contract: `engine` is NULL or live.
     unsafe { engine.as_ref() }.map(|h| &h.engine).ok_or(Error::InvalidRequest("NULL engine"))
 }
 
@@ -63,6 +64,7 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8]> {
     if ptr.is_null() {
         return if len == 0 { Ok(&[]) } else { Err(Error::InvalidRequest("NULL buffer")) };
     }
+    // SAFETY: not NULL, and the caller's contract: valid for `len` bytes.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
@@ -96,6 +98,7 @@ pub unsafe extern "C" fn php_worker_engine_new(
         // SAFETY: per the function contract.
         let host = Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) });
         let engine = Engine::start(&config, host)?;
+        // SAFETY: `engine_out` is not NULL (checked) and writable by the function's contract.
         unsafe { *engine_out = Box::into_raw(Box::new(EngineHandle { engine })) };
         Ok(())
     })
@@ -110,6 +113,7 @@ pub unsafe extern "C" fn php_worker_engine_new(
 /// `engine` comes from php_worker_engine_new() and was not deleted.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_engine_shutdown(engine: *mut EngineHandle, grace_ms: u64) {
+    // SAFETY: the function's contract: `engine` is NULL or from php_worker_engine_new(), not deleted.
     if let Some(handle) = unsafe { engine.as_ref() } {
         let _ = catch_unwind(AssertUnwindSafe(|| handle.engine.shutdown(Duration::from_millis(grace_ms))));
     }
@@ -149,11 +153,13 @@ pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, out: *mut *mut BytesHandle) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         if out.is_null() {
             return Err(Error::InvalidRequest("NULL out"));
         }
         let bytes = serde_json::to_vec(&crate::stats::collect(engine)).map_err(|e| Error::Panic(e.to_string()))?;
+        // SAFETY: the function's contract: `out` is writable.
         unsafe { *out = Box::into_raw(Box::new(BytesHandle { bytes })) };
         Ok(())
     })
@@ -170,7 +176,9 @@ pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, ou
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_new(engine: *const EngineHandle, pool: u32, spec_json: *const u8, spec_len: usize) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
+        // SAFETY: the function's contract: `spec_json` is valid for `spec_len` bytes.
         let spec = WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?;
         engine.create_worker_pool(pool, spec)
     })
@@ -185,6 +193,7 @@ pub unsafe extern "C" fn php_worker_pool_new(engine: *const EngineHandle, pool: 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_resize(engine: *const EngineHandle, pool: u32, threads: u32) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         let autoscaling = engine.limits().max_threads > 0;
         engine.pool(pool)?.resize(threads as usize, autoscaling)
@@ -211,6 +220,7 @@ pub extern "C" fn php_worker_stores_configure(shared_bytes: u64, local_bytes: u6
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_engine_autoscale(engine: *const EngineHandle, max_threads: u32, max_idle_ms: u64) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         engine.set_limits(Limits { max_threads: max_threads as usize, max_idle: Duration::from_millis(max_idle_ms) });
         Ok(())
@@ -229,6 +239,7 @@ pub unsafe extern "C" fn php_worker_engine_autoscale(engine: *const EngineHandle
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_engine_set_deadlines(engine: *const EngineHandle, grace_ms: i64, max_stuck: u32) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         let grace = u64::try_from(grace_ms).ok().map(Duration::from_millis);
         engine.set_deadlines(crate::watchdog::Deadlines { grace, max_stuck: max_stuck as usize });
@@ -257,13 +268,16 @@ pub unsafe extern "C" fn php_worker_pool_restart(
     generation_out: *mut u32,
 ) -> *mut ErrorHandle {
     catch(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         let spec = match spec_json.is_null() {
             true => None,
+            // SAFETY: the function's contract: `spec_json` is valid for `spec_len` bytes.
             false => Some(WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?),
         };
         let generation = engine.pool(pool)?.restart(spec, activate)?;
         if !generation_out.is_null() {
+            // SAFETY: not NULL (checked) and writable by the function's contract.
             unsafe { *generation_out = generation };
         }
         Ok(())
@@ -277,6 +291,7 @@ pub unsafe extern "C" fn php_worker_pool_restart(
 /// `engine` is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_activate(engine: *const EngineHandle, pool: u32, generation: u32) -> *mut ErrorHandle {
+    // SAFETY: the function's contract: `engine` is live.
     catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.activate(generation))
 }
 
@@ -286,6 +301,7 @@ pub unsafe extern "C" fn php_worker_pool_activate(engine: *const EngineHandle, p
 /// `engine` is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_discard(engine: *const EngineHandle, pool: u32, generation: u32) -> *mut ErrorHandle {
+    // SAFETY: the function's contract: `engine` is live.
     catch(|| unsafe { engine_ref(engine)? }.pool(pool)?.discard(generation))
 }
 
@@ -296,6 +312,7 @@ pub unsafe extern "C" fn php_worker_pool_discard(engine: *const EngineHandle, po
 /// `engine` is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_pool_delete(engine: *const EngineHandle, pool: u32) -> *mut ErrorHandle {
+    // SAFETY: the function's contract: `engine` is live.
     catch(|| unsafe { engine_ref(engine)? }.delete_pool(pool))
 }
 
@@ -331,6 +348,7 @@ pub unsafe extern "C" fn php_worker_request_submit(
     request_out: *mut *mut RequestHandle,
 ) -> i32 {
     let result = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         if strings.is_null() || spans.is_null() {
             return Err(Error::InvalidRequest("NULL buffer"));
@@ -342,6 +360,7 @@ pub unsafe extern "C" fn php_worker_request_submit(
         let state: *const RunState = request.run_state();
         engine.submit(pool, request)?;
         if !request_out.is_null() {
+            // SAFETY: not NULL (checked) and writable by the function's contract.
             unsafe { *request_out = state.cast_mut().cast() };
         }
         Ok(())
@@ -379,9 +398,11 @@ pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) 
 /// `err` comes from this library and was not deleted; `len_out` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_error_message(err: *const ErrorHandle, len_out: *mut usize) -> *const c_char {
+    // SAFETY: the function's contract: NULL or an error from this library, not deleted.
     let Some(err) = (unsafe { err.as_ref() }) else {
         return std::ptr::null();
     };
+    // SAFETY: the function's contract: `len_out` is writable.
     unsafe { *len_out = err.message.len() };
     err.message.as_ptr().cast()
 }
@@ -393,6 +414,7 @@ pub unsafe extern "C" fn php_worker_error_message(err: *const ErrorHandle, len_o
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_error_delete(err: *mut ErrorHandle) {
     if !err.is_null() {
+        // SAFETY: not NULL, and from Box::into_raw in this library (the function's contract).
         drop(unsafe { Box::from_raw(err) });
     }
 }
@@ -404,9 +426,11 @@ pub unsafe extern "C" fn php_worker_error_delete(err: *mut ErrorHandle) {
 /// `bytes` comes from this library and was not deleted; `len_out` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_bytes_data(bytes: *const BytesHandle, len_out: *mut usize) -> *const u8 {
+    // SAFETY: the function's contract: NULL or bytes from this library, not deleted.
     let Some(bytes) = (unsafe { bytes.as_ref() }) else {
         return std::ptr::null();
     };
+    // SAFETY: the function's contract: `len_out` is writable.
     unsafe { *len_out = bytes.bytes.len() };
     bytes.bytes.as_ptr()
 }
@@ -418,6 +442,7 @@ pub unsafe extern "C" fn php_worker_bytes_data(bytes: *const BytesHandle, len_ou
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_bytes_delete(bytes: *mut BytesHandle) {
     if !bytes.is_null() {
+        // SAFETY: not NULL, and from Box::into_raw in this library (the function's contract).
         drop(unsafe { Box::from_raw(bytes) });
     }
 }

@@ -45,7 +45,7 @@ fn store_functions<'a>(module: ModuleBuilder<'a>, scope: &str, handlers: [Handle
     let name = |op: &str| format!("php_worker_{scope}_{op}");
     let key = || Arg::new("key", DataType::String);
     let put_like = |op: &str, handler: Handler| {
-        FunctionBuilder::new(&name(op), handler)
+        FunctionBuilder::new(name(op), handler)
             .arg(key())
             .arg(Arg::new("value", DataType::Mixed))
             .not_required()
@@ -55,7 +55,7 @@ fn store_functions<'a>(module: ModuleBuilder<'a>, scope: &str, handlers: [Handle
     module
         // get(string $key, mixed $default = null): mixed
         .function(
-            FunctionBuilder::new(&name("get"), get)
+            FunctionBuilder::new(name("get"), get)
                 .arg(key())
                 .not_required()
                 .arg(Arg::new("default", DataType::Mixed).default("null"))
@@ -66,16 +66,16 @@ fn store_functions<'a>(module: ModuleBuilder<'a>, scope: &str, handlers: [Handle
         .function(put_like("add", add))
         // increment(string $key, int $by = 1): int|false
         .function(
-            FunctionBuilder::new(&name("increment"), increment)
+            FunctionBuilder::new(name("increment"), increment)
                 .arg(key())
                 .not_required()
                 .arg(Arg::new("by", DataType::Long).default("1"))
                 .returns(DataType::Mixed, false, true),
         )
         // forget(string $key): bool, flush(): bool, count(): int
-        .function(FunctionBuilder::new(&name("forget"), forget).arg(key()).returns(DataType::Bool, false, false))
-        .function(FunctionBuilder::new(&name("flush"), flush).returns(DataType::Bool, false, false))
-        .function(FunctionBuilder::new(&name("count"), count).returns(DataType::Long, false, false))
+        .function(FunctionBuilder::new(name("forget"), forget).arg(key()).returns(DataType::Bool, false, false))
+        .function(FunctionBuilder::new(name("flush"), flush).returns(DataType::Bool, false, false))
+        .function(FunctionBuilder::new(name("count"), count).returns(DataType::Long, false, false))
 }
 
 #[php_module]

@@ -99,6 +99,7 @@ pub struct KillSlot {
 
 // SAFETY: a pthread id and an address only used as a signal's payload.
 unsafe impl Send for KillSlot {}
+// SAFETY: as for Send: the slot is only read, by the watchdog, once its thread filled it.
 unsafe impl Sync for KillSlot {}
 
 /// What pw_shim_opcache_attach found.

@@ -319,6 +319,7 @@ impl RequestContext {
             // host returns.
             name: unsafe { base.add(n) },
             name_len: nl,
+            // SAFETY: as for `name` above: `v` indexes into header_text.
             value: unsafe { base.add(v) },
             value_len: vl,
         }));

@@ -312,6 +312,7 @@ pub(crate) mod tests {
         assert_eq!(r.var_spans().1, 2);
         assert!(r.env_lookup(b"A").is_none(), "only env pairs answer getenv");
         let v = r.env_lookup(b"APP_ENV").unwrap();
+        // SAFETY: env_lookup returns a NUL-terminated string that lives with `r`.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes(), b"prod");
         assert_eq!(r.proto_num(), 1001);
         r.disown();

@@ -22,6 +22,7 @@ unsafe fn context<'a>(ctx: *mut c_void) -> Option<&'a mut RequestContext> {
 /// # Safety
 /// `ptr` is valid for `len` bytes (or `len` is 0).
 unsafe fn bytes<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
+    // SAFETY: the caller's contract: valid for `len` bytes.
     if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr.cast(), len) } }
 }
 
@@ -31,9 +32,11 @@ unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usi
     guard(len, || {
         // SAFETY: the shim passes PHP's buffer and length, and its own flag.
         let data = unsafe { bytes(s, len) };
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         match unsafe { context(ctx) } {
             Some(ctx) => {
                 if !ctx.write(data) {
+                    // SAFETY: the shim passes its own flag, writable for the call.
                     unsafe { *aborted = true };
                 }
             }
@@ -45,13 +48,16 @@ unsafe extern "C" fn pw_rs_ub_write(ctx: *mut c_void, s: *const c_char, len: usi
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_flush(ctx: *mut c_void) -> bool {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(true, || unsafe { context(ctx) }.is_none_or(|ctx| ctx.flush()))
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: usize) {
     guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { context(ctx) } {
+            // SAFETY: PHP lends the header line, `len` bytes, for the call.
             ctx.add_header(unsafe { bytes(line, len) });
         }
     })
@@ -60,6 +66,7 @@ unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: us
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_headers_done(ctx: *mut c_void, status: c_int) {
     guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { context(ctx) } {
             ctx.headers_done(status);
         }
@@ -68,6 +75,7 @@ unsafe extern "C" fn pw_rs_headers_done(ctx: *mut c_void, status: c_int) {
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_read_post(ctx: *mut c_void, buf: *mut c_char, len: usize, aborted: *mut bool) -> usize {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(0, || match unsafe { context(ctx) } {
         Some(ctx) if len > 0 => {
             // SAFETY: PHP's buffer is valid for `len` bytes.
@@ -83,6 +91,7 @@ unsafe extern "C" fn pw_rs_read_post(ctx: *mut c_void, buf: *mut c_char, len: us
 /// The Cookie header, owned by the request (PHP copies it before parsing).
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_read_cookies(ctx: *mut c_void) -> *mut c_char {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(std::ptr::null_mut(), || match unsafe { context(ctx) } {
         Some(ctx) => ctx.request().field_ptr_or_null(Field::Cookie).cast_mut(),
         None => std::ptr::null_mut(),
@@ -93,6 +102,7 @@ unsafe extern "C" fn pw_rs_read_cookies(ctx: *mut c_void) -> *mut c_char {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars) {
     guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { context(ctx) } {
             let (spans, pairs) = ctx.request().var_spans();
             // SAFETY: the shim passes a writable struct.
@@ -104,7 +114,9 @@ unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars) {
 /// getenv() of a configured `env` value; NULL lets PHP fall back to the process environment.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_getenv(ctx: *mut c_void, name: *const c_char, len: usize) -> *mut c_char {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(std::ptr::null_mut(), || match unsafe { context(ctx) } {
+        // SAFETY: the shim lends the name, `len` bytes, for the call.
         Some(ctx) => ctx.request().env_lookup(unsafe { bytes(name, len) }).unwrap_or(std::ptr::null()).cast_mut(),
         None => std::ptr::null_mut(),
     })
@@ -112,6 +124,7 @@ unsafe extern "C" fn pw_rs_getenv(ctx: *mut c_void, name: *const c_char, len: us
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_proto_num(ctx: *mut c_void) -> c_int {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(1001, || unsafe { context(ctx) }.map_or(1001, |ctx| ctx.request().proto_num()))
 }
 
@@ -123,13 +136,16 @@ unsafe extern "C" fn pw_rs_log(ctx: *mut c_void, message: *const c_char, syslog_
         let level = Level::from_syslog(syslog_level);
         // SAFETY: PHP passes a C string; `line` and its strings are valid for the call.
         let (message, mut fields, extra) = match unsafe { line.as_ref() } {
+            // SAFETY: the shim's line and its strings are valid for the call.
             Some(line) => unsafe { php_log_fields(line) },
             None if message.is_null() => return,
+            // SAFETY: PHP passes a NUL-terminated message, valid for the call.
             None => (unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy().into_owned(), Vec::new(), None),
         };
         if let Some(extra) = &extra {
             fields.extend(extra.iter().map(|(k, v)| (k.as_str(), v.clone())));
         }
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         match unsafe { context(ctx) } {
             Some(ctx) => ctx.event(level, &message, &fields),
             None => log_unattached(level, &message, &fields),
@@ -204,18 +220,21 @@ fn php_error_kind(kind: c_int) -> &'static str {
 /// True when `ctx` answers an HTTP client (not a worker booting or idle).
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_is_client(ctx: *mut c_void) -> bool {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.sink() == Sink::Client))
 }
 
 /// fastcgi_finish_request(): the response is complete now.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_finish_early(ctx: *mut c_void) -> bool {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.finish_early()))
 }
 
 /// headers_send() with a 1xx status.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_informational(ctx: *mut c_void, status: c_int) -> bool {
+    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
     guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.informational(status)))
 }
 
@@ -223,6 +242,7 @@ unsafe extern "C" fn pw_rs_informational(ctx: *mut c_void, status: c_int) -> boo
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_request_vars(ctx: *mut c_void, vars: *mut ShimVars) {
     guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { context(ctx) } {
             let request = ctx.request();
             let (spans, pairs) = request.var_spans();

@@ -20,6 +20,7 @@ use crate::request::RequestContext;
 /// # Safety
 /// `ctx` is NULL or the live request context of this thread.
 unsafe fn request<'a>(ctx: *mut c_void) -> Option<&'a RequestContext> {
+    // SAFETY: the caller's contract: NULL or the live request context of this thread.
     unsafe { ctx.cast::<RequestContext>().as_ref() }
 }
 
@@ -36,12 +37,14 @@ pub unsafe extern "C" fn pw_rs_env_get(
     value_len: *mut usize,
 ) -> bool {
     guard(false, || {
+        // SAFETY: the function's contract: `name` is valid for `len` bytes.
         let name = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
         let as_raw = |v: &[u8]| (v.as_ptr().cast::<c_char>(), v.len());
         // The thread's own value lives in its state until its next putenv().
         let own = try_with_thread(|t| t.env.set.get(name).map(|v| v.as_deref().map(as_raw))).flatten();
         let found = match own {
             Some(found) => found,
+            // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
             None => unsafe { request(ctx) }
                 .and_then(|ctx| ctx.request().env_value(name))
                 .map(as_raw)
@@ -69,6 +72,7 @@ pub unsafe extern "C" fn pw_rs_env_get(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_env_put(setting: *const c_char, len: usize) {
     guard((), || {
+        // SAFETY: the function's contract: `setting` is valid for `len` bytes.
         let setting = unsafe { std::slice::from_raw_parts(setting.cast::<u8>(), len) };
         let (name, value) = match setting.iter().position(|&b| b == b'=') {
             Some(eq) => (&setting[..eq], Some(setting[eq + 1..].to_vec())),
@@ -118,6 +122,7 @@ pub unsafe extern "C" fn pw_rs_env_all(ctx: *mut c_void, vars: *mut ShimVars) {
                 merged.set(k, Some(v));
             }
         });
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { request(ctx) } {
             ctx.request().for_each_env(|k, v| merged.set(k, Some(v)));
         }

@@ -44,6 +44,7 @@ pub const PW_INCREMENT_FULL: i32 = 3;
 /// # Safety
 /// `ptr` is valid for `len` bytes (or `len` is 0).
 unsafe fn bytes<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
+    // SAFETY: the caller's contract: valid for `len` bytes.
     if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr.cast(), len) } }
 }
 
@@ -73,7 +74,9 @@ fn copy_out(value: &Value, buffer: &mut Vec<u8>, out: &mut StoreValue) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_store_get(shared: bool, key: *const c_char, key_len: usize, out: *mut StoreValue) -> bool {
     guard(false, || {
+        // SAFETY: the function's contract: `key` is valid for `key_len` bytes.
         let key = unsafe { bytes(key, key_len) };
+        // SAFETY: the function's contract: `out` is writable, and nothing else refers to it.
         let out = unsafe { &mut *out };
         let now = since_epoch();
         try_with_thread(|t| {
@@ -109,11 +112,14 @@ pub unsafe extern "C" fn pw_rs_store_put(
     add: bool,
 ) -> i32 {
     guard(PW_STORE_FULL, || {
+        // SAFETY: the function's contract: `key` is valid for `key_len` bytes.
         let key = unsafe { bytes(key, key_len) };
+        // SAFETY: the function's contract: `value` is readable for the call.
         let value = unsafe { &*value };
         // The copy is made before any lock is taken.
         let value = match value.kind {
             PW_STORE_INT => Value::Int(value.integer),
+            // SAFETY: an ENCODED value's `data` is valid for `len` bytes for the call (the seam's contract).
             _ => Value::Encoded(unsafe { bytes(value.data.cast(), value.len) }.into()),
         };
         let now = since_epoch();
@@ -145,6 +151,7 @@ pub unsafe extern "C" fn pw_rs_store_put(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_store_increment(shared: bool, key: *const c_char, key_len: usize, by: i64, out: *mut i64) -> i32 {
     guard(PW_INCREMENT_FULL, || {
+        // SAFETY: the function's contract: `key` is valid for `key_len` bytes.
         let key = unsafe { bytes(key, key_len) };
         let now = since_epoch();
         let result = if shared {
@@ -158,6 +165,7 @@ pub unsafe extern "C" fn pw_rs_store_increment(shared: bool, key: *const c_char,
         };
         match result {
             Ok(n) => {
+                // SAFETY: the function's contract: `out` is writable.
                 unsafe { *out = n };
                 PW_INCREMENT_OK
             }
@@ -178,6 +186,7 @@ pub unsafe extern "C" fn pw_rs_store_increment(shared: bool, key: *const c_char,
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_store_forget(shared: bool, key: *const c_char, key_len: usize) -> bool {
     guard(false, || {
+        // SAFETY: the function's contract: `key` is valid for `key_len` bytes.
         let key = unsafe { bytes(key, key_len) };
         let now = since_epoch();
         if shared {
