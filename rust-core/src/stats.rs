@@ -88,3 +88,76 @@ pub fn collect(engine: &Engine) -> Stats {
         post_max_size: engine.post_max_size(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::counters::{HistogramSnapshot, Route};
+
+    /// A snapshot with every field set to a value of its own, so that a field the Go
+    /// side reads under another name decodes as zero there and its test fails.
+    fn sample() -> Stats {
+        let histogram = |n: u64| HistogramSnapshot { buckets: vec![n; BUCKETS.len()], count: n, sum: n as f64 / 4.0 };
+        Stats {
+            max_threads: 12,
+            histogram_bounds: &BUCKETS,
+            threads: vec![ThreadStats {
+                index: 3,
+                name: "php-3".into(),
+                state: "busy",
+                pool: 7,
+                worker: Some("app".into()),
+                generation: 2,
+                method: "GET".into(),
+                uri: "/orders?page=2".into(),
+                requests: 41,
+                memory: 2_097_152,
+                real_memory: 4_194_304,
+            }],
+            pools: vec![PoolStats {
+                id: 7,
+                worker: Some("app".into()),
+                generation: 2,
+                staged: Some(3),
+                threads: 4,
+                ready: 3,
+                failing: 1,
+                busy: 2,
+                idle: 5,
+                base: 4,
+                max_threads: 8,
+                queued: 6,
+                duration: histogram(9),
+                wait: histogram(10),
+                crashes: 11,
+                restarts: 13,
+                memory_growth: vec![Route { path: "/orders".into(), bytes: 65_536, requests: 14 }],
+            }],
+            opcache: OpcacheStats {
+                guarded: true,
+                restart_pending: true,
+                restarts_out_of_memory: 15,
+                restarts_key_table_full: 16,
+                restarts_opcache_reset: 17,
+                holds_timed_out: 18,
+            },
+            stuck_threads: 19,
+            expired_requests: 20,
+            post_max_size: 8_388_608,
+        }
+    }
+
+    /// The snapshot's wire form is tests/golden/stats.json, which go-module's tests
+    /// decode too (TestStatsGoldenSnapshot): one schema for both sides. UPDATE_GOLDEN=1
+    /// rewrites it.
+    #[test]
+    fn stats_match_the_golden_snapshot() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/stats.json");
+        let json = serde_json::to_string_pretty(&sample()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(path, &json).unwrap();
+        }
+        let golden = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(json, golden, "the stats schema changed: UPDATE_GOLDEN=1 cargo test, then update go-module's readers");
+    }
+}

@@ -1,0 +1,54 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+)
+
+// TestStatsGoldenSnapshot decodes the core's snapshot as rust-core writes it
+// (rust-core/tests/golden/stats.json, checked by its stats_match_the_golden_snapshot
+// test): every field the metrics, probes and sizing read has the golden's value, so a
+// field renamed on one side fails here instead of reading as zero.
+func TestStatsGoldenSnapshot(t *testing.T) {
+	raw, err := os.ReadFile("../rust-core/tests/golden/stats.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got engineStats
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	hist := func(n uint64) histogram {
+		b := make([]uint64, 14)
+		for i := range b {
+			b[i] = n
+		}
+		return histogram{Buckets: b, Count: n, Sum: float64(n) / 4}
+	}
+	want := engineStats{
+		MaxThreads:      12,
+		HistogramBounds: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		Threads: []struct {
+			State string `json:"state"`
+		}{{State: "busy"}},
+		Pools: []poolStats{{
+			ID: 7, Worker: "app", Generation: 2, Threads: 4, Ready: 3, Failing: 1, Busy: 2, Idle: 5, Queued: 6,
+			Duration: hist(9), Wait: hist(10), Crashes: 11, Restarts: 13,
+		}},
+		Opcache: opcacheStats{
+			Guarded: true, RestartPending: true, RestartsOutOfMemory: 15, RestartsKeyTableFull: 16,
+			RestartsReset: 17, HoldsTimedOut: 18,
+		},
+		StuckThreads:    19,
+		ExpiredRequests: 20,
+		PostMaxSize:     8388608,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the snapshot as Go reads it:\n got %+v\nwant %+v", got, want)
+	}
+}
