@@ -5,8 +5,9 @@ package phpworker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -319,9 +320,32 @@ func (a *App) globalWorker(filename string) *WorkerConfig {
 	return a.registry.globalFiles[filename]
 }
 
-// engineSettings is the JSON read by php_worker_engine_new (rust-core/src/config.rs).
+// engineSettings is the JSON read by php_worker_engine_new (rust-core/src/config.rs):
+// what a running engine keeps until it restarts.
 type engineSettings struct {
 	PHPIni map[string]string `json:"php_ini,omitempty"`
+}
+
+// equal tells whether an engine started with s runs as one started with o.
+func (s engineSettings) equal(o engineSettings) bool {
+	return maps.Equal(s.PHPIni, o.PHPIni)
+}
+
+// changedKeys lists, sorted, the php_ini keys whose values differ between s and o.
+func (s engineSettings) changedKeys(o engineSettings) []string {
+	var keys []string
+	for k, v := range s.PHPIni {
+		if w, ok := o.PHPIni[k]; !ok || w != v {
+			keys = append(keys, k)
+		}
+	}
+	for k := range o.PHPIni {
+		if _, ok := s.PHPIni[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // makePlan splits the threads between the classic pool and the workers registered so
@@ -345,11 +369,7 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings, err := json.Marshal(engineSettings{PHPIni: withBundledExtensions(a.PHPIni)})
-	if err != nil {
-		return nil, err
-	}
-	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
+	return &plan{settings: engineSettings{PHPIni: withBundledExtensions(a.PHPIni)}, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
 		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
 		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
 		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil

@@ -266,7 +266,7 @@ func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.classic != 3 || len(p.workers) != 2 || string(p.settings) != "{}" {
+	if p.classic != 3 || len(p.workers) != 2 || len(p.settings.PHPIni) != 0 {
 		t.Errorf("plan %+v", p)
 	}
 	if w1.pool.key != "/a.php" || w2.pool.key != "/a.php#2" || w1.pool.id == w2.pool.id {

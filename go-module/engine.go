@@ -28,6 +28,7 @@ static php_worker_callbacks_t php_worker_go_callbacks(void) {
 import "C"
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"runtime"
@@ -123,8 +124,12 @@ func coreError(err *C.php_worker_error_t) error {
 
 var errEngineStopped = errors.New("the PHP engine is stopped")
 
-// newEngine starts PHP with the engine settings (JSON, see php_worker_engine_new).
-func newEngine(settings []byte) (*engine, error) {
+// newEngine starts PHP with the engine settings (php_worker_engine_new reads their JSON).
+func newEngine(s engineSettings) (*engine, error) {
+	settings, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
 	cb := C.php_worker_go_callbacks()
 	var ptr *C.php_worker_engine_t
 	cfg := C.CBytes(settings)

@@ -7,11 +7,9 @@ package phpworker
 import "C"
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +42,7 @@ type phpRuntime struct {
 	mu       sync.Mutex // serialises everything below but engine and changed
 	engine   atomic.Pointer[engine]
 	changed  atomic.Pointer[chan struct{}] // closed whenever the engine or its pools change
-	settings []byte                        // of the running engine
+	settings engineSettings                // of the running engine
 	current  *App
 	pending  *App
 	pools    map[uint32]*poolState // the worker pools of the running engine
@@ -60,7 +58,7 @@ type poolState struct {
 
 // plan is what a config asks of PHP, computed in Start.
 type plan struct {
-	settings []byte // php_worker_engine_new's JSON: a change needs a new engine
+	settings engineSettings // a change needs a new engine
 	classic  int
 	workers  []*WorkerConfig
 	grace    time.Duration
@@ -121,7 +119,7 @@ func (rt *phpRuntime) start(a *App, p *plan) error {
 		rt.current = a
 		return nil
 	}
-	if !bytes.Equal(p.settings, rt.settings) {
+	if !p.settings.equal(rt.settings) {
 		// PHP restarts with the new php_ini when this config is committed; until then
 		// the running PHP serves both configs.
 		rt.pending = a
@@ -174,9 +172,9 @@ func (rt *phpRuntime) stop(a *App) {
 func (rt *phpRuntime) commit() {
 	p, e := rt.pending, rt.engine.Load()
 	rt.current, rt.pending = p, nil
-	if !bytes.Equal(p.plan.settings, rt.settings) {
+	if !p.plan.settings.equal(rt.settings) {
 		appLogger().Info("php_ini changed: restarting PHP; requests wait for it",
-			zap.Strings("changed", changedKeys(rt.settings, p.plan.settings)))
+			zap.Strings("changed", rt.settings.changedKeys(p.plan.settings)))
 		rt.shutdownEngine(p.plan.grace)
 		if err := rt.boot(p.plan); err != nil {
 			appLogger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
@@ -297,7 +295,7 @@ func (rt *phpRuntime) boot(p *plan) error {
 	reserveCallbackP(true)
 	appLogger().Info("PHP engine started", zap.String("version", moduleVersion()), zap.String("core", coreBuildID),
 		zap.String("php_version", phpVersion()), zap.String("php_build", phpBuild()),
-		zap.ByteString("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
+		zap.Any("settings", p.settings), zap.Int("classic_threads", p.classic), zap.Int("workers", len(pools)),
 		zap.Int("max_threads", p.maxThreads))
 	return nil
 }
@@ -403,26 +401,4 @@ func (rt *phpRuntime) submit(ctx context.Context, wait time.Duration, pool uint3
 			return nil, C.PHP_WORKER_ERR_STOPPED
 		}
 	}
-}
-
-// changedKeys lists the php_ini keys that differ between two engine settings.
-func changedKeys(old, new []byte) []string {
-	var a, b struct {
-		PHPIni map[string]string `json:"php_ini"`
-	}
-	_ = json.Unmarshal(old, &a)
-	_ = json.Unmarshal(new, &b)
-	var keys []string
-	for k, v := range a.PHPIni {
-		if w, ok := b.PHPIni[k]; !ok || w != v {
-			keys = append(keys, k)
-		}
-	}
-	for k := range b.PHPIni {
-		if _, ok := a.PHPIni[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	return keys
 }
