@@ -220,6 +220,8 @@ extern bool pw_shim_kill(const pw_kill_slot *slot);
 // any thread while the slot's thread has its context.
 extern bool pw_shim_timed_out(const pw_kill_slot *slot);
 
+extern int32_t pw_shim_module_startup(int32_t type_, int32_t module_number);
+
 // Output of the script. Output outside a request (a worker booting) goes to the log.
 size_t pw_rs_ub_write(void *ctx, const char *s, size_t len, bool *aborted);
 
