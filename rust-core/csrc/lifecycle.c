@@ -132,6 +132,7 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 				pw_worker_script_begins();
 				if (pw_rs_worker_revalidates_opcache()) {
 					pw_opcache_revalidate();
+					pw_rs_worker_opcache_revalidated();
 				}
 			}
 			EG(exit_status) = 0;

@@ -260,9 +260,13 @@ bool pw_rs_informational(void *ctx, int status);
 // The request's own `$_SERVER` pairs, without the configured env.
 void pw_rs_request_vars(void *ctx, pw_shim_vars *vars);
 
-// True when the worker script about to boot must first have OPcache revalidated (see
-// Generation::claim_opcache_revalidation).
+// True when the worker script about to boot must first have OPcache revalidated, then
+// call pw_rs_worker_opcache_revalidated(); waits while another thread of its generation
+// does it (see Generation::begin_opcache_revalidation).
 bool pw_rs_worker_revalidates_opcache(void);
+
+// The revalidation pw_rs_worker_revalidates_opcache() asked for is done.
+void pw_rs_worker_opcache_revalidated(void);
 
 // True on a thread running a worker script.
 bool pw_rs_worker_active(void);

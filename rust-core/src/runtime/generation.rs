@@ -1,8 +1,8 @@
 //! A worker generation: the settings a set of worker threads boots with, and whether
 //! they take requests yet (src/pool.rs starts, activates and retires generations).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::abi::types::Field;
@@ -21,9 +21,23 @@ pub struct Generation {
     pub spec: WorkerSpec,
     pub max_boot_backoff: Duration,
     active: AtomicBool,
-    /// Whether OPcache has yet to be checked against the files on disk for it.
-    revalidate_opcache: AtomicBool,
+    /// Whether OPcache was checked against the files on disk for it (see
+    /// begin_opcache_revalidation).
+    revalidation: Mutex<Revalidation>,
+    revalidated: Condvar,
 }
+
+/// Where a generation's OPcache revalidation is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Revalidation {
+    Pending,
+    Running,
+    Done,
+}
+
+/// How long a booting thread waits for another to revalidate OPcache, at most (it
+/// takes milliseconds; a thread that died doing it must not hold the others).
+const REVALIDATION_WAIT: Duration = Duration::from_secs(10);
 
 impl Generation {
     pub fn new(id: u32, spec: WorkerSpec, active: bool) -> Generation {
@@ -34,17 +48,44 @@ impl Generation {
             spec,
             max_boot_backoff,
             active: AtomicBool::new(active),
-            revalidate_opcache: AtomicBool::new(true),
+            revalidation: Mutex::new(Revalidation::Pending),
+            revalidated: Condvar::new(),
         }
     }
 
     /// True for the first boot of the generation only: that boot has OPcache drop the
-    /// scripts whose files changed before the worker script runs. OPcache looks at a
-    /// file's time only every revalidate_freq seconds, to the second, and never with
+    /// scripts whose files changed before the worker script runs, then calls
+    /// end_opcache_revalidation. The generation's other boots wait here until it did, so
+    /// that none compiles from the stale cache meanwhile. OPcache looks at a file's time
+    /// only every revalidate_freq seconds, to the second, and never with
     /// validate_timestamps off, so a deploy that reloads at once would otherwise boot,
     /// and serve, the code it replaced.
-    pub fn claim_opcache_revalidation(&self) -> bool {
-        self.revalidate_opcache.swap(false, Ordering::AcqRel)
+    pub fn begin_opcache_revalidation(&self) -> bool {
+        let mut state = self.revalidation_state();
+        match *state {
+            Revalidation::Pending => {
+                *state = Revalidation::Running;
+                true
+            }
+            Revalidation::Running => {
+                let _ = self
+                    .revalidated
+                    .wait_timeout_while(state, REVALIDATION_WAIT, |s| *s == Revalidation::Running)
+                    .unwrap_or_else(|e| e.into_inner());
+                false
+            }
+            Revalidation::Done => false,
+        }
+    }
+
+    /// The boot that began the revalidation is done with it (or died trying).
+    pub fn end_opcache_revalidation(&self) {
+        *self.revalidation_state() = Revalidation::Done;
+        self.revalidated.notify_all();
+    }
+
+    fn revalidation_state(&self) -> MutexGuard<'_, Revalidation> {
+        self.revalidation.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn is_active(&self) -> bool {

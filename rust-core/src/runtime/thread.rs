@@ -462,6 +462,8 @@ pub struct WorkerRun {
     pub(super) began_memory: usize,
     /// The routes that grew the script's memory during this run.
     pub(super) growth: RouteGrowth,
+    /// It began its generation's OPcache revalidation and has not ended it.
+    pub(super) revalidating: bool,
 }
 
 /// The limit a worker script reached.

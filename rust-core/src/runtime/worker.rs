@@ -201,6 +201,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
             limit: None,
             began_memory: 0,
             growth: RouteGrowth::default(),
+            revalidating: false,
         })
     });
     let mut outcome = RunOutcome::default();
@@ -209,6 +210,10 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let result = unsafe { sys::pw_shim_run_script(&boot, true, &mut outcome) };
     drop(inside);
     let run = with_thread(|t| t.run.take()).expect("the worker run state outlives the script");
+    if run.revalidating {
+        // The script died while it revalidated OPcache: do not keep the others waiting.
+        generation.end_opcache_revalidation();
+    }
     let mut end = ScriptEnd {
         result,
         outcome,
@@ -251,12 +256,42 @@ fn with_run<T>(fallback: T, f: impl FnOnce(&mut PhpThread) -> T) -> T {
     })
 }
 
-/// True when the worker script about to boot must first have OPcache revalidated (see
-/// Generation::claim_opcache_revalidation).
+/// True when the worker script about to boot must first have OPcache revalidated, then
+/// call pw_rs_worker_opcache_revalidated(); waits while another thread of its generation
+/// does it (see Generation::begin_opcache_revalidation).
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_worker_revalidates_opcache() -> bool {
     guard(false, || {
-        try_with_thread(|t| t.run.as_ref().is_some_and(|run| run.generation.claim_opcache_revalidation())).unwrap_or(false)
+        let Some(generation) = try_with_thread(|t| t.run.as_ref().map(|run| run.generation.clone())).flatten() else {
+            return false;
+        };
+        // Not under the thread state's borrow: this may wait for another thread.
+        let begins = generation.begin_opcache_revalidation();
+        if begins {
+            with_thread(|t| {
+                if let Some(run) = t.run.as_mut() {
+                    run.revalidating = true;
+                }
+            });
+        }
+        begins
+    })
+}
+
+/// The revalidation pw_rs_worker_revalidates_opcache() asked for is done.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_worker_opcache_revalidated() {
+    guard((), || {
+        if let Some(generation) = try_with_thread(|t| {
+            t.run.as_mut().filter(|run| run.revalidating).map(|run| {
+                run.revalidating = false;
+                run.generation.clone()
+            })
+        })
+        .flatten()
+        {
+            generation.end_opcache_revalidation();
+        }
     })
 }
 
