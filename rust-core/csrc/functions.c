@@ -49,13 +49,14 @@ void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_ARRAY(context)
 	ZEND_PARSE_PARAMETERS_END();
 
-	/* The context as one JSON object (a list too); values JSON cannot hold become null
-	 * rather than failing. JsonSerializable objects run PHP code, which may throw (then
+	/* The context as JSON (a list comes out as an array; Rust keys it by index; forcing
+	 * an object would turn nested lists into objects too); values JSON cannot hold become
+	 * null rather than failing. JsonSerializable objects run PHP code, which may throw (then
 	 * nothing is logged) or bail out (the buffer is request memory, freed with it). */
 	smart_str json = {0};
 	if (context && zend_hash_num_elements(Z_ARRVAL_P(context)) > 0) {
 		php_json_encode(&json, context,
-			PHP_JSON_FORCE_OBJECT | PHP_JSON_UNESCAPED_SLASHES | PHP_JSON_UNESCAPED_UNICODE |
+			PHP_JSON_UNESCAPED_SLASHES | PHP_JSON_UNESCAPED_UNICODE |
 			PHP_JSON_PARTIAL_OUTPUT_ON_ERROR | PHP_JSON_INVALID_UTF8_SUBSTITUTE);
 		if (EG(exception)) {
 			smart_str_free(&json);

@@ -215,6 +215,28 @@ def test_php_errors_go_to_the_log_with_matching_levels(php):
                         and e.get("php_error") == "Fatal error")
 
 
+def test_frankenphp_log_and_a_context_that_bails_out_while_encoded(php):
+    """frankenphp_log() logs at its level with the context as fields; a context whose
+    jsonSerialize() throws, exit()s or exhausts memory_limit while the function encodes
+    it ends as PHP ends those, logs nothing, and the server goes on serving."""
+    tag = uuid.uuid4().hex
+    assert php.get(f"/franken-log.php?tag={tag}").text == "logged"
+    found = php.wait_log(lambda e: e.get("msg") == f"franken {tag}")
+    assert found and found[0]["level"] == "error" and found[0]["source"] == "frankenphp_log"
+    assert (found[0]["tag"], found[0]["n"], found[0]["list"], found[0]["obj"]) == (tag, 3, [1, 2], {"ok": True})
+    listed = php.wait_log(lambda e: e.get("msg") == f"franken list {tag}")
+    assert listed and listed[0]["level"] == "warn" and (listed[0]["0"], listed[0]["1"]) == ("a", ["b"]), "a list context"
+    r = php.get(f"/franken-log.php?mode=throw&tag=t{tag}")
+    assert (r.status, r.text) == (200, "caught: cannot encode")
+    r = php.get(f"/franken-log.php?mode=exit&tag=e{tag}")
+    # exit(4) in a worker's handler ends its script, and the request is a 500 there.
+    assert r.text == "exited while encoding" and r.status == (200 if php.name == "default" else 500)
+    r = php.get(f"/franken-log.php?mode=memory&tag=m{tag}")
+    assert r.status == 500 and "Allowed memory size" in r.text
+    assert not [e for e in php.log_entries() if e.get("msg") in (f"franken t{tag}", f"franken e{tag}", f"franken m{tag}")]
+    assert php.get("/hello.php").text == "Hello, world!"
+
+
 def test_static_file(server):
     r = server.get("/static.txt")
     assert (r.status, r.body) == (200, b"Hello from file\n")

@@ -177,9 +177,10 @@ unsafe fn php_log_fields(line: &PhpLogLine) -> (String, Vec<LogField<'static>>, 
     let context = if line.context.is_null() {
         None
     } else {
-        // SAFETY: the caller's contract. The shim encodes an object; anything else is dropped.
+        // SAFETY: the caller's contract. A list context is keyed by index, as PHP keys it.
         match serde_json::from_slice(unsafe { bytes(line.context, line.context_len) }) {
             Ok(serde_json::Value::Object(map)) => Some(map),
+            Ok(serde_json::Value::Array(items)) => Some(items.into_iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect()),
             _ => None,
         }
     };
