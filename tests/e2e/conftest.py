@@ -57,6 +57,28 @@ class Response:
         return json.loads(self.body)
 
 
+def json_lines(text):
+    """The JSON log lines of a server's output, skipping any other line."""
+    entries = []
+    for line in text.splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            pass
+    return entries
+
+
+def http_get(port, path, headers=None, timeout=30):
+    """One GET on a new connection to 127.0.0.1:port: (status, body bytes, headers)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.read(), dict(r.getheaders())
+    finally:
+        conn.close()
+
+
 class Server:
     """A running ./caddy with php_worker."""
 
@@ -102,13 +124,7 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def log_entries(self):
-        entries = []
-        for line in self.log_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                pass
-        return entries
+        return json_lines(self.log_text())
 
     def wait_log(self, predicate, timeout=5):
         deadline = time.time() + timeout

@@ -3,7 +3,6 @@ with --config, php_ini): $argv, the standard streams, exit statuses, and the mod
 PHP's CLI has (-r, -v, -m, -i, -d, -n). And `caddy php-server`: a folder served with no
 Caddyfile."""
 
-import http.client
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APP, CADDY, REPO, WORK, free_port
+from conftest import APP, CADDY, REPO, WORK, free_port, http_get
 
 
 def php_cli(*args, stdin=b"", cwd=None, timeout=60):
@@ -160,13 +159,8 @@ class PHPServer:
         raise RuntimeError("php-server did not start")
 
     def get(self, path):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path)
-            r = conn.getresponse()
-            return r.status, r.read().decode()
-        finally:
-            conn.close()
+        status, body, _ = http_get(self.port, path, timeout=10)
+        return status, body.decode()
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import CADDY, REPO, free_port
+from conftest import CADDY, REPO, free_port, http_get
 
 WORKER = REPO / "tests" / "e2e" / "worker"
 
@@ -130,16 +130,9 @@ def test_php_server_with_frankenphp_options_serves_the_site(site):
 
 
 def test_php_runs_only_the_scripts_requests_name(site):
-    import http.client
-
     def get(path):
-        c = http.client.HTTPConnection("127.0.0.1", site.port2, timeout=30)
-        try:
-            c.request("GET", path)
-            r = c.getresponse()
-            return r.status, r.read().decode()
-        finally:
-            c.close()
+        status, body, _ = http_get(site.port2, path)
+        return status, body.decode()
 
     status, body = get("/vars.php")
     assert status == 200 and json.loads(body)["php"] == "raw"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, WORK, free_port
+from conftest import CADDY, WORK, free_port, http_get, json_lines
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
 FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
@@ -113,22 +113,10 @@ class Octane:
         return self.log_path.read_text(errors="replace")
 
     def log_entries(self):
-        out = []
-        for line in self.log_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-        return out
+        return json_lines(self.log_text())
 
     def get(self, path, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            c.request("GET", path, headers=headers or {})
-            r = c.getresponse()
-            return r.status, r.read(), dict(r.getheaders())
-        finally:
-            c.close()
+        return http_get(self.port, path, headers)
 
     def admin(self, method, path, body=None, headers=None):
         # Octane's ServerProcessInspector: http://{adminHost}:{adminPort}
