@@ -132,7 +132,7 @@ func unsupportedFrankenPHPOption(d *caddyfile.Dispenser, dl dialect, name string
 func (h *Handler) checkTryFiles(list []string) error {
 	index := h.Index
 	if index == "" {
-		index = "index.php"
+		index = defaultIndex
 	}
 	refuse := func() error {
 		return fmt.Errorf("try_files %s: php_worker tries the path, the directory's %s, then %s (set by index), "+

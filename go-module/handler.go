@@ -26,6 +26,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// defaultIndex is the index file and front controller when the config names none.
+const defaultIndex = "index.php"
+
 // engineWait bounds how long a request waits for PHP to start, for a php_ini change to
 // restart it, or for its worker's config to start.
 const engineWait = 30 * time.Second
@@ -99,7 +102,7 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 		h.Root = "{http.vars.root}"
 	}
 	if h.Index == "" {
-		h.Index = "index.php"
+		h.Index = defaultIndex
 	}
 	index := h.Index
 	if index == "off" {
