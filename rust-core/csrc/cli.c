@@ -173,7 +173,7 @@ int pw_shim_cli_run(const pw_cli_args *args)
 {
 	volatile int status = 0;
 	size_t forced = sizeof(pw_cli_forced_ini) - 1, extra = args->ini_entries ? strlen(args->ini_entries) : 0;
-	char *ini = malloc(forced + extra + 1);
+	char *volatile ini = malloc(forced + extra + 1); /* live across zend_try's setjmp */
 	if (!ini) {
 		return 1;
 	}
