@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -33,7 +34,8 @@ func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_
 		body = unsafe.Slice((*byte)(unsafe.Pointer(resp.body)), int(resp.body_len))
 	}
 	flags := uint32(resp.flags)
-	ok := pr.respond(int(resp.status), headers, body, flags)
+	retryAfter := time.Duration(resp.retry_after_ms) * time.Millisecond
+	ok := pr.respond(int(resp.status), headers, body, flags, uint32(resp.refusal), retryAfter)
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
 		pr.release() // the core's reference
 	}

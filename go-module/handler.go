@@ -375,7 +375,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		if body != nil {
 			body.close()
 		}
-		return h.unavailable(w, "too many requests in flight")
+		return h.unavailable(w, "too many requests in flight", time.Second)
 	}
 	pr.body = body     // closed with the request
 	defer pr.release() // the handler's reference
@@ -387,9 +387,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	switch rc {
 	case C.PHP_WORKER_OK:
 	case C.PHP_WORKER_ERR_QUEUE_FULL:
-		return h.unavailable(w, "all PHP threads are busy and the queue is full")
+		return h.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
 	case C.PHP_WORKER_ERR_STOPPED:
-		return h.unavailable(w, "PHP is not running")
+		return h.unavailable(w, "PHP is not running", time.Second)
 	default:
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
 	}
@@ -411,6 +411,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			if errors.Is(err, errExpired) {
 				return h.expired(w, pr)
 			}
+			if errors.Is(err, errRefused) {
+				return h.refused(w, pr, worker)
+			}
 			if err != nil {
 				// The PHP thread has moved on, or will at its next output: only this
 				// goroutine waited on the client (timeouts write bounds that wait).
@@ -430,7 +433,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		case <-timeout:
 			timeout = nil
 			if pr.withdraw() {
-				return h.unavailable(w, "no PHP thread became free within max_wait_time")
+				return h.unavailable(w, "no PHP thread became free within max_wait_time", time.Second)
 			}
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
@@ -459,10 +462,38 @@ func (h *Handler) expired(w http.ResponseWriter, pr *phpRequest) error {
 	return nil
 }
 
-// unavailable answers 503 with a Retry-After header and a body saying why.
-func (h *Handler) unavailable(w http.ResponseWriter, reason string) error {
+// refused answers a request the core handed back without serving it, for the reason it
+// gave: every such answer is written here.
+func (h *Handler) refused(w http.ResponseWriter, pr *phpRequest, worker *WorkerConfig) error {
+	pr.mu.Lock()
+	why, bodyErr := pr.refusal, pr.bodyErr
+	pr.mu.Unlock()
+	pool := "the classic PHP threads"
+	if worker != nil {
+		pool = "worker " + worker.Name
+	}
+	switch why.code {
+	case refusedStopped:
+		return h.unavailable(w, pool+" stopped", time.Second)
+	case refusedBootFailing:
+		return h.unavailable(w, pool+" fails to start; the server log says why", why.retryAfter)
+	case refusedBody:
+		if bodyErr == nil {
+			bodyErr = io.ErrUnexpectedEOF
+		}
+		// What the script answered was built on part of the body.
+		return bodyError(bodyErr)
+	}
+	h.logger.Error("the PHP core dropped a request without answering it", zap.Uint32("refusal", why.code),
+		zap.String("uri", pr.uri))
+	return h.unavailable(w, "the request was lost", time.Second)
+}
+
+// unavailable answers 503 with a Retry-After header (whole seconds, at least 1) and a
+// body saying why.
+func (h *Handler) unavailable(w http.ResponseWriter, reason string, retryAfter time.Duration) error {
 	h.logger.Warn("request answered 503", zap.String("reason", reason))
-	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((retryAfter+time.Second-1)/time.Second)), 10))
 	http.Error(w, "503 Service Unavailable: "+reason, http.StatusServiceUnavailable)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -33,9 +34,10 @@ type phpRequest struct {
 	handler *Handler
 
 	mu        sync.Mutex
-	finished  bool // the DONE callback came: the core forgot this request
-	abandoned bool // the handler stopped waiting; w and r.Body are off limits
-	expired   bool // the core gave up on the request (its deadline passed); DONE follows
+	finished  bool    // the DONE callback came: the core forgot this request
+	abandoned bool    // the handler stopped waiting; w and r.Body are off limits
+	expired   bool    // the core gave up on the request (its deadline passed); DONE follows
+	refusal   refusal // the core did not serve the request: the handler answers why
 	core      *C.php_worker_request_t
 	sent      bool         // the headers left for the client
 	bodyErr   error        // why the body could not be read; later reads fail at once
@@ -104,6 +106,7 @@ func (pr *phpRequest) release() {
 	}
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
 	pr.finished, pr.abandoned, pr.expired, pr.sent, pr.bodyErr = false, false, false, false, nil
+	pr.refusal = refusal{}
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
 	requests.mu.Unlock()
@@ -118,7 +121,7 @@ func (pr *phpRequest) logger() *zap.Logger {
 // respond queues response data for the handler goroutine (it never waits on the
 // client), or with response buffering off writes it to the client at once; false when
 // the client is gone.
-func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32) bool {
+func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32, code uint32, retryAfter time.Duration) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if flags&C.PHP_WORKER_RESPONSE_EXPIRED != 0 {
@@ -129,16 +132,21 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		return true
 	}
 	ok := !pr.abandoned && !pr.expired
+	if flags&C.PHP_WORKER_RESPONSE_REFUSED != 0 {
+		// The core hands the request back (its DONE): the handler writes the answer.
+		if ok {
+			pr.refusal = refusal{code: code, retryAfter: retryAfter}
+		}
+		pr.finished = true
+		pr.signal()
+		return ok
+	}
 	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
 		h := make(http.Header, len(headers))
 		addHeaders(pr, h, headers)
 		pr.out.parts = append(pr.out.parts, responsePart{kind: partInformational, status: status, header: h})
 	} else {
 		if ok && status != 0 {
-			if status == http.StatusRequestTimeout && pr.bodyErr != nil {
-				// The core's answer to a body it could not read; say why.
-				status = bodyErrorStatus(pr.bodyErr)
-			}
 			if status < 100 || status > 999 {
 				pr.logger().Warn("PHP set an invalid HTTP status; sending 500", zap.Int("status", status))
 				status = http.StatusInternalServerError
@@ -179,6 +187,24 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 // errExpired ends the sending of a response whose request ran past its deadline.
 var errExpired = errors.New("php_worker: the request ran past its time limit")
 
+// errRefused ends the waiting for a response the core will not produce.
+var errRefused = errors.New("php_worker: the core handed the request back")
+
+// refusal is why the core did not serve a request (a PHP_WORKER_REFUSED_* code), and
+// for a worker that cannot boot, when it tries again.
+type refusal struct {
+	code       uint32
+	retryAfter time.Duration
+}
+
+// The core's refusal codes.
+const (
+	refusedStopped     = C.PHP_WORKER_REFUSED_STOPPED
+	refusedBootFailing = C.PHP_WORKER_REFUSED_BOOT_FAILING
+	refusedBody        = C.PHP_WORKER_REFUSED_BODY
+	refusedLost        = C.PHP_WORKER_REFUSED_LOST
+)
+
 // markSent notes whether parts that left carried the headers. The caller holds mu.
 func (pr *phpRequest) markSent(parts []responsePart) {
 	for _, p := range parts {
@@ -202,6 +228,10 @@ func (pr *phpRequest) send() (bool, error) {
 		if pr.expired {
 			pr.mu.Unlock()
 			return true, errExpired
+		}
+		if pr.refusal.code != 0 {
+			pr.mu.Unlock()
+			return true, errRefused
 		}
 		parts, spill, finished := pr.out.take(), pr.out.spill, pr.finished
 		pr.mu.Unlock()

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 )
 
 // cutBody yields data, then fails with err, as Go's body reader does when the client
@@ -60,6 +63,45 @@ func TestBodyErrorStatus(t *testing.T) {
 	} {
 		if got := bodyErrorStatus(tc.err); got != tc.want {
 			t.Errorf("bodyErrorStatus(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestRefusalsAreAnsweredByTheHandler(t *testing.T) {
+	h := &Handler{logger: zap.NewNop()}
+	worker := &WorkerConfig{Name: "app"}
+	for _, tc := range []struct {
+		why        refusal
+		worker     *WorkerConfig
+		body       string
+		retryAfter string
+	}{
+		{refusal{code: refusedStopped}, worker, "503 Service Unavailable: worker app stopped\n", "1"},
+		{refusal{code: refusedStopped}, nil, "503 Service Unavailable: the classic PHP threads stopped\n", "1"},
+		{refusal{code: refusedBootFailing, retryAfter: 1600 * time.Millisecond}, worker,
+			"503 Service Unavailable: worker app fails to start; the server log says why\n", "2"},
+		{refusal{code: refusedBootFailing, retryAfter: 100 * time.Millisecond}, worker,
+			"503 Service Unavailable: worker app fails to start; the server log says why\n", "1"},
+		{refusal{code: refusedLost}, worker, "503 Service Unavailable: the request was lost\n", "1"},
+	} {
+		w := httptest.NewRecorder()
+		if err := h.refused(w, &phpRequest{refusal: tc.why}, tc.worker); err != nil {
+			t.Fatalf("%+v: %v", tc.why, err)
+		}
+		if w.Code != http.StatusServiceUnavailable || w.Body.String() != tc.body || w.Header().Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%+v: %d %q Retry-After %q", tc.why, w.Code, w.Body.String(), w.Header().Get("Retry-After"))
+		}
+	}
+	// A body that stopped arriving is answered for the reason Go saw.
+	for bodyErr, status := range map[error]int{
+		os.ErrDeadlineExceeded: http.StatusRequestTimeout,
+		io.ErrUnexpectedEOF:    http.StatusBadRequest,
+		nil:                    http.StatusBadRequest,
+	} {
+		err := h.refused(httptest.NewRecorder(), &phpRequest{refusal: refusal{code: refusedBody}, bodyErr: bodyErr}, worker)
+		var he caddyhttp.HandlerError
+		if !errors.As(err, &he) || he.StatusCode != status {
+			t.Errorf("body error %v: got %v, want status %d", bodyErr, err, status)
 		}
 	}
 }

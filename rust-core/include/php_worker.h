@@ -81,6 +81,33 @@
 // watchdog thread, never after DONE.
 #define PHP_WORKER_RESPONSE_EXPIRED 8
 
+// Response flag: the core did not serve the request, for the reason in `refusal` (a
+// PHP_WORKER_REFUSED_* code). Always sent with PHP_WORKER_RESPONSE_DONE, as the only
+// call for the request; `status`, `headers` and `body` are empty. The host writes the
+// answer (status, body, `Retry-After`, log line): the core never writes a refusal.
+#define PHP_WORKER_RESPONSE_REFUSED 16
+
+// Refusal: none (a served request).
+#define PHP_WORKER_REFUSED_NONE 0
+
+// Refusal: its pool stopped (deleted, or the engine shut down) before a thread took it.
+#define PHP_WORKER_REFUSED_STOPPED 1
+
+// Refusal: no thread of its worker can boot the worker script; `retry_after_ms` is the
+// pause before the next attempt.
+#define PHP_WORKER_REFUSED_BOOT_FAILING 2
+
+// Refusal: its body could not be read (`read_body` returned -1) before any header left,
+// so what the script answered, built on part of the body, was dropped.
+#define PHP_WORKER_REFUSED_BODY 3
+
+// Refusal: the host withdrew it (php_worker_request_cancel() returned true) and answers
+// it itself; this call only ends the core's use of the handle.
+#define PHP_WORKER_REFUSED_WITHDRAWN 4
+
+// Refusal: the core dropped it without an answer (an internal error).
+#define PHP_WORKER_REFUSED_LOST 5
+
 // Log levels of the `log` callback.
 #define PHP_WORKER_LOG_DEBUG 0
 
@@ -170,12 +197,18 @@ typedef struct {
   size_t body_len;
   // PHP_WORKER_RESPONSE_* flags.
   uint32_t flags;
+  // With PHP_WORKER_RESPONSE_REFUSED: why, a PHP_WORKER_REFUSED_* code; else 0.
+  uint32_t refusal;
+  // With PHP_WORKER_REFUSED_BOOT_FAILING: how long until the worker tries to boot
+  // again, in milliseconds (the host's `Retry-After`); else 0.
+  uint32_t retry_after_ms;
 } php_worker_response_t;
 
 // The host's callbacks, registered once with php_worker_engine_new(). Each is called
 // on a PHP thread (or, for PHP_WORKER_RESPONSE_EXPIRED and log lines about stuck
-// threads, on the core's watchdog thread), may block briefly (network writes) and must
-// not unwind.
+// threads, on the core's watchdog thread), never on a thread of the host's and never
+// while the core holds a lock the host's calls take; each may block briefly (network
+// writes) and must not unwind.
 typedef struct {
   // Response data for the request `handle`. Returns 0, or non-zero when the client is
   // gone (PHP then sees an aborted connection). Called exactly once with

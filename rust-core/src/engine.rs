@@ -12,7 +12,7 @@ use crate::config::{EngineConfig, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::pool::Pool;
-use crate::request::Request;
+use crate::request::{Refusal, Request};
 use crate::runtime::opcache;
 use crate::runtime::registry::{Registry, release_free_memory};
 use crate::runtime::thread::{Command, PHP_THREAD_STACK, PoolId, ThreadInfo};
@@ -30,8 +30,18 @@ const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 pub(crate) static ENGINE_ALIVE: AtomicBool = AtomicBool::new(false);
 
 struct MainThread {
-    stop: mpsc::Sender<()>,
+    jobs: mpsc::Sender<MainJob>,
     handle: JoinHandle<()>,
+}
+
+/// What the main thread does between PHP's startup and its shutdown.
+enum MainJob {
+    /// Hand requests no thread will serve back to the host: callbacks run on threads of
+    /// the engine's, never on the host's thread that deleted a pool.
+    #[allow(clippy::vec_box, reason = "requests travel boxed through the queues; unboxing would copy each")]
+    Refuse(Vec<Box<Request>>),
+    /// Shut PHP down (every PHP thread has ended).
+    Stop,
 }
 
 /// A running PHP engine.
@@ -179,8 +189,21 @@ impl Engine {
             let i = pools.iter().position(|p| p.id == id).ok_or(Error::UnknownPool(id))?;
             pools.swap_remove(i)
         };
-        pool.drain();
+        self.refuse_later(pool.drain());
         Ok(())
+    }
+
+    /// Has the main thread hand `requests` back to the host.
+    #[allow(clippy::vec_box, reason = "as MainJob::Refuse")]
+    fn refuse_later(&self, requests: Vec<Box<Request>>) {
+        if requests.is_empty() {
+            return;
+        }
+        if let Some(main) = self.main.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            // A send fails only once the main thread ended: the requests then drop, and
+            // their drop refuses them.
+            let _ = main.jobs.send(MainJob::Refuse(requests));
+        }
     }
 
     /// Sets the autoscaling limits (see src/scaling.rs).
@@ -225,7 +248,10 @@ impl Engine {
         drop(self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).take());
         let pools: Vec<Arc<Pool>> = std::mem::take(&mut *self.pools.write().unwrap_or_else(|e| e.into_inner()));
         for pool in &pools {
-            pool.drain();
+            let requests = pool.drain();
+            if !requests.is_empty() {
+                let _ = main.jobs.send(MainJob::Refuse(requests));
+            }
         }
         if !self.registry.wait_all_done(Instant::now() + grace) {
             let killed = self.registry.kill_all();
@@ -243,7 +269,7 @@ impl Engine {
         }
         self.registry.join_all();
         opcache::gate().detach();
-        let _ = main.stop.send(());
+        let _ = main.jobs.send(MainJob::Stop);
         let _ = main.handle.join();
         ENGINE_ALIVE.store(false, Ordering::Release);
         self.host.log(0, Level::Info, "PHP stopped");
@@ -258,7 +284,7 @@ impl Drop for Engine {
 
 fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Started)> {
     let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<Started, String>>();
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (jobs_tx, jobs_rx) = mpsc::channel::<MainJob>();
     let handle = std::thread::Builder::new()
         .name("php-main".into())
         .stack_size(PHP_THREAD_STACK)
@@ -283,7 +309,11 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Start
             // SAFETY: on the main thread, after startup.
             let post_max_size = u64::try_from(unsafe { sys::pw_shim_post_max_size() }).unwrap_or(0);
             let _ = ready_tx.send(Ok(Started { hook, post_max_size }));
-            let _ = stop_rx.recv();
+            while let Ok(MainJob::Refuse(requests)) = jobs_rx.recv() {
+                for request in requests {
+                    request.refuse_unless_withdrawn(Refusal::Stopped);
+                }
+            }
             // SAFETY: every PHP thread has ended (Engine::shutdown joined them).
             unsafe { sys::pw_shim_engine_shutdown() };
             release_free_memory();
@@ -292,7 +322,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Start
         })
         .map_err(|e| Error::Startup(format!("cannot spawn the PHP main thread: {e}")))?;
     match ready_rx.recv() {
-        Ok(Ok(started)) => Ok((MainThread { stop: stop_tx, handle }, started)),
+        Ok(Ok(started)) => Ok((MainThread { jobs: jobs_tx, handle }, started)),
         Ok(Err(msg)) => {
             let _ = handle.join();
             Err(Error::Startup(msg))

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::abi::types::{Callbacks, Header, Response};
+use crate::abi::types::{Callbacks, Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_REFUSED, Response};
 use crate::layout::Strings;
 
 /// Severity of a log line sent to the host.
@@ -75,18 +75,38 @@ impl Host {
 
     /// Hands response data to the host. Returns false when the client is gone.
     pub fn respond(&self, handle: usize, status: i32, headers: &[Header], body: &[u8], flags: u32) -> bool {
-        let response = Response {
+        self.call_respond(handle, &Response {
             status,
             headers: headers.as_ptr(),
             headers_len: headers.len(),
             body: body.as_ptr(),
             body_len: body.len(),
             flags,
-        };
+            refusal: 0,
+            retry_after_ms: 0,
+        })
+    }
+
+    /// Tells the host it must answer the request itself, and why (a PHP_WORKER_REFUSED_*
+    /// code): the request's last call.
+    pub fn refuse(&self, handle: usize, refusal: u32, retry_after_ms: u32) {
+        self.call_respond(handle, &Response {
+            status: 0,
+            headers: std::ptr::null(),
+            headers_len: 0,
+            body: std::ptr::null(),
+            body_len: 0,
+            flags: PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_REFUSED,
+            refusal,
+            retry_after_ms,
+        });
+    }
+
+    fn call_respond(&self, handle: usize, response: &Response) -> bool {
         match self.callbacks.respond {
             // SAFETY: the pointers in `response` are valid for the duration of the call,
             // which is all the contract of `respond` asks.
-            Some(respond) => unsafe { respond(handle, &response) == 0 },
+            Some(respond) => unsafe { respond(handle, response) == 0 },
             None => false,
         }
     }

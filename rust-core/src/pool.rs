@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::config::WorkerSpec;
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
-use crate::request::Request;
+use crate::request::{Refusal, Request};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
@@ -148,13 +148,6 @@ pub struct PoolLoad {
 }
 
 /// The pool in log lines and answers: "worker <name>" or "the classic pool".
-fn describe(state: &PoolState) -> String {
-    match &state.workers {
-        Some(w) => format!("worker {}", w.current.spec.name),
-        None => "the classic pool".to_owned(),
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -443,16 +436,20 @@ impl Pool {
     }
 
     /// Stops taking part: the pool (already out of its engine's table, so nothing new is
-    /// queued) serves what is queued, then its threads end.
-    pub fn drain(&self) {
+    /// queued) serves what is queued, then its threads end. A pool without threads
+    /// returns its queue instead, for the engine to hand back from a PHP thread: the
+    /// caller is a thread of the host's, on which the host takes no callbacks.
+    #[must_use = "the requests returned must be refused"]
+    #[allow(clippy::vec_box, reason = "as MainJob::Refuse")]
+    pub fn drain(&self) -> Vec<Box<Request>> {
         let mut state = lock(&self.state);
         state.draining = true;
         for m in &state.members {
             m.thread.send(Command::Drain);
         }
-        if state.members.is_empty() {
-            self.answer_queue(&describe(&state));
-        }
+        let idle = state.members.is_empty();
+        drop(state);
+        if idle { self.rx.try_iter().collect() } else { Vec::new() }
     }
 
     /// Moves up to `n` threads of this pool to `to` (a classic thread becomes a worker
@@ -487,15 +484,11 @@ impl Pool {
         self.assignment(generation.as_ref())
     }
 
-    /// Answers what is left in the queue of a pool no thread will serve again.
-    fn answer_queue(&self, name: &str) {
-        let body = format!("503 Service Unavailable: {name} stopped\n");
+    /// Hands what is left in the queue of a pool no thread will serve again back to the
+    /// host. Called on the pool's last PHP thread.
+    fn refuse_queue(&self) {
         while let Ok(request) = self.rx.try_recv() {
-            if request.run_state().start() {
-                request.reject_with(503, &[("Retry-After", "1")], &body);
-            } else {
-                request.reject(503);
-            }
+            request.refuse_unless_withdrawn(Refusal::Stopped);
         }
     }
 
@@ -554,9 +547,8 @@ impl PoolEvents for Pool {
         let mut state = lock(&self.state);
         state.members.retain(|m| !std::ptr::eq(Arc::as_ptr(&m.thread.info), thread));
         if state.draining && state.members.is_empty() {
-            let name = describe(&state);
             drop(state);
-            self.answer_queue(&name);
+            self.refuse_queue();
             self.host.log(0, Level::Debug, &format!("pool {}: drained", self.id));
         }
     }

@@ -16,6 +16,10 @@ pub struct Call {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub flags: u32,
+    pub refusal: u32,
+    pub retry_after_ms: u32,
+    /// The name of the thread the callback ran on.
+    pub thread: String,
 }
 
 #[derive(Default)]
@@ -55,7 +59,16 @@ unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
         .collect();
     // SAFETY: the body is valid for `body_len` bytes for the call.
     let body = if r.body_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(r.body, r.body_len) }.to_vec() };
-    EXCHANGES.calls.lock().unwrap_or_else(|e| e.into_inner()).push(Call { handle, status: r.status, headers, body, flags: r.flags });
+    EXCHANGES.calls.lock().unwrap_or_else(|e| e.into_inner()).push(Call {
+        handle,
+        status: r.status,
+        headers,
+        body,
+        flags: r.flags,
+        refusal: r.refusal,
+        retry_after_ms: r.retry_after_ms,
+        thread: std::thread::current().name().unwrap_or("").to_owned(),
+    });
     EXCHANGES.done.notify_all();
     0
 }

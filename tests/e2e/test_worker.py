@@ -230,8 +230,10 @@ def test_boot_failure_backs_off_answers_503_and_recovers(start_server, tmp_path)
     r = srv.get("/boot", timeout=5)
     assert r.status == 503 and r.header("Retry-After") == "1"
     assert r.text == f"503 Service Unavailable: worker {script} fails to start; the server log says why\n"
-    assert srv.wait_log(lambda e: e.get("msg") == "no thread can start the worker script: answered the waiting requests 503"
-                        and e.get("answered") == 1)
+    assert srv.wait_log(lambda e: e.get("msg") == "no thread can start the worker script: the waiting requests are refused"
+                        and e.get("refused") == 1)
+    assert srv.wait_log(lambda e: e.get("msg") == "request answered 503" and e.get("reason", "").endswith("fails to start; the server log says why")), \
+        "the handler writes the refusal and its log line"
     assert srv.get("/hello.php").status == 200, "the rest of the server keeps working"
     assert srv.wait_log(lambda e: e.get("msg") == BOOT_FAILED and e.get("attempt") == 4), "the attempts go on, further apart"
     script.write_text("<?php while (frankenphp_handle_request(function () { echo 'fixed'; })) {}\n")

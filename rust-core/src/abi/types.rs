@@ -36,6 +36,27 @@ pub const PHP_WORKER_RESPONSE_INFORMATIONAL: u32 = 4;
 /// whenever the thread comes back. Sent at most once per request, from the core's
 /// watchdog thread, never after DONE.
 pub const PHP_WORKER_RESPONSE_EXPIRED: u32 = 8;
+/// Response flag: the core did not serve the request, for the reason in `refusal` (a
+/// PHP_WORKER_REFUSED_* code). Always sent with PHP_WORKER_RESPONSE_DONE, as the only
+/// call for the request; `status`, `headers` and `body` are empty. The host writes the
+/// answer (status, body, `Retry-After`, log line): the core never writes a refusal.
+pub const PHP_WORKER_RESPONSE_REFUSED: u32 = 16;
+
+/// Refusal: none (a served request).
+pub const PHP_WORKER_REFUSED_NONE: u32 = 0;
+/// Refusal: its pool stopped (deleted, or the engine shut down) before a thread took it.
+pub const PHP_WORKER_REFUSED_STOPPED: u32 = 1;
+/// Refusal: no thread of its worker can boot the worker script; `retry_after_ms` is the
+/// pause before the next attempt.
+pub const PHP_WORKER_REFUSED_BOOT_FAILING: u32 = 2;
+/// Refusal: its body could not be read (`read_body` returned -1) before any header left,
+/// so what the script answered, built on part of the body, was dropped.
+pub const PHP_WORKER_REFUSED_BODY: u32 = 3;
+/// Refusal: the host withdrew it (php_worker_request_cancel() returned true) and answers
+/// it itself; this call only ends the core's use of the handle.
+pub const PHP_WORKER_REFUSED_WITHDRAWN: u32 = 4;
+/// Refusal: the core dropped it without an answer (an internal error).
+pub const PHP_WORKER_REFUSED_LOST: u32 = 5;
 
 /// Log levels of the `log` callback.
 pub const PHP_WORKER_LOG_DEBUG: i32 = 0;
@@ -94,12 +115,18 @@ pub struct Response {
     pub body_len: usize,
     /// PHP_WORKER_RESPONSE_* flags.
     pub flags: u32,
+    /// With PHP_WORKER_RESPONSE_REFUSED: why, a PHP_WORKER_REFUSED_* code; else 0.
+    pub refusal: u32,
+    /// With PHP_WORKER_REFUSED_BOOT_FAILING: how long until the worker tries to boot
+    /// again, in milliseconds (the host's `Retry-After`); else 0.
+    pub retry_after_ms: u32,
 }
 
 /// The host's callbacks, registered once with php_worker_engine_new(). Each is called
 /// on a PHP thread (or, for PHP_WORKER_RESPONSE_EXPIRED and log lines about stuck
-/// threads, on the core's watchdog thread), may block briefly (network writes) and must
-/// not unwind.
+/// threads, on the core's watchdog thread), never on a thread of the host's and never
+/// while the core holds a lock the host's calls take; each may block briefly (network
+/// writes) and must not unwind.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Callbacks {

@@ -5,7 +5,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::abi::types::{Field, PHP_WORKER_REQUEST_BODY_COMPLETE};
+use crate::abi::types::{
+    Field, PHP_WORKER_REFUSED_BOOT_FAILING, PHP_WORKER_REFUSED_STOPPED, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE,
+    PHP_WORKER_RESPONSE_REFUSED,
+};
 use crate::request::encode;
 use crate::request::tests::fields;
 use crate::runtime::thread::ThreadState;
@@ -210,17 +213,18 @@ fn a_failing_request_gets_a_500_and_the_worker_restarts() {
 }
 
 #[test]
-fn a_worker_that_cannot_boot_answers_its_waiting_requests_503() {
+fn a_worker_that_cannot_boot_hands_its_waiting_requests_back() {
     let w = script("broken-boot-worker.php", "<?php throw new RuntimeException('no database');");
     with_engine(DISPLAY_ERRORS, 1, |engine| {
         engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
         let calls = get(engine, 1, &w, "");
         assert_eq!(calls.len(), 1);
-        assert_eq!(calls[0].status, 503);
-        assert!(calls[0].headers.contains(&("Retry-After".into(), "1".into())), "{:?}", calls[0].headers);
-        assert_eq!(body(&calls), "503 Service Unavailable: worker w fails to start; the server log says why\n");
-        // The thread logs after it has answered: wait for the line.
-        assert!(wait_event("no thread can start the worker script: answered the waiting requests 503", r#""worker":"w","answered":1"#));
+        assert_eq!(calls[0].flags, PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_REFUSED);
+        assert_eq!(calls[0].refusal, PHP_WORKER_REFUSED_BOOT_FAILING);
+        assert!((100..=1000).contains(&calls[0].retry_after_ms), "the next pause: {}", calls[0].retry_after_ms);
+        assert!(calls[0].headers.is_empty() && calls[0].body.is_empty(), "the host writes the answer");
+        // The thread logs after it has refused: wait for the line.
+        assert!(wait_event("no thread can start the worker script: the waiting requests are refused", r#""worker":"w","refused":1"#));
         assert!(wait_event("worker script failed before reaching frankenphp_handle_request(); backing off", r#""thread":"php-"#));
         assert!(engine.pool(1).unwrap().stats().crashes >= 1, "a failed boot is a crash");
     });
@@ -391,6 +395,21 @@ fn a_new_generation_that_cannot_boot_leaves_the_old_one_serving() {
         write_version(&w, "v3");
         eventually("the fixed code is served", || get_body(engine, 1, &w) == "v3");
         eventually("the old thread retired", || engine.pool(1).unwrap().stats().threads == 1);
+    });
+}
+
+#[test]
+fn a_pool_without_threads_hands_its_queue_back_on_a_php_thread() {
+    let s = script("never-run.php", "<?php echo 'ran';");
+    with_engine("{}", 0, |engine| {
+        let handles: Vec<usize> = (0..2).map(|_| submit(engine, CLASSIC, &fields("GET", &s), &[], 0, b"")).collect();
+        engine.shutdown(Duration::from_secs(5));
+        for h in handles {
+            let calls = wait_done(h, &s);
+            assert_eq!(calls.len(), 1);
+            assert_eq!((calls[0].flags, calls[0].refusal), (PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_REFUSED, PHP_WORKER_REFUSED_STOPPED));
+            assert_eq!(calls[0].thread, "php-main", "never on the host's thread that stopped the engine");
+        }
     });
 }
 

@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use super::Request;
+use super::{Refusal, Request};
 use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
 use crate::host::{Host, Level, LogField};
@@ -294,17 +294,17 @@ impl RequestContext {
         } else if fatal && !self.headers_sent && self.status == 200 {
             self.status = 500;
         }
-        if self.body_failed && !self.headers_sent {
-            // What the script answered was built on part of the body; nginx answers a
-            // body that stops arriving with 408 too.
-            self.status = 408;
-            self.scratch.header_spans.clear();
-            self.scratch.output.clear();
-        }
         if let Some(expiry) = &self.expiry {
             expiry.disarm();
         }
-        self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
+        if self.body_failed && !self.headers_sent {
+            // What the script answered was built on part of the body: the host answers
+            // instead, knowing why the body stopped (nginx answers 408 too).
+            self.scratch.output.clear();
+            self.request.refuse(Refusal::Body);
+        } else {
+            self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
+        }
         self.detached = true;
         self.request.mark_finished();
     }
@@ -451,7 +451,7 @@ mod tests {
     }
 
     #[test]
-    fn a_body_that_stops_arriving_aborts_the_script_and_answers_408() {
+    fn a_body_that_stops_arriving_aborts_the_script_and_is_handed_back() {
         let (r, h) = request("POST", &[], 0, b"abc", false);
         EXCHANGES.failing_bodies.lock().unwrap().insert(h);
         let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
@@ -469,7 +469,8 @@ mod tests {
         ctx.finish(false);
         let calls = calls_for(h);
         assert_eq!(calls.len(), 1);
-        assert_eq!((calls[0].status, calls[0].flags), (408, PHP_WORKER_RESPONSE_DONE));
+        assert_eq!((calls[0].status, calls[0].flags), (0, PHP_WORKER_RESPONSE_DONE | crate::abi::types::PHP_WORKER_RESPONSE_REFUSED));
+        assert_eq!(calls[0].refusal, crate::abi::types::PHP_WORKER_REFUSED_BODY);
         assert!(calls[0].headers.is_empty() && calls[0].body.is_empty());
     }
 

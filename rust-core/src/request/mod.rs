@@ -10,9 +10,12 @@ use std::cell::Cell;
 use std::ffi::c_char;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::abi::types::{Field, Header, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_RESPONSE_DONE};
+use crate::abi::types::{
+    Field, PHP_WORKER_REFUSED_BODY, PHP_WORKER_REFUSED_BOOT_FAILING, PHP_WORKER_REFUSED_LOST, PHP_WORKER_REFUSED_STOPPED,
+    PHP_WORKER_REFUSED_WITHDRAWN, PHP_WORKER_REQUEST_BODY_COMPLETE,
+};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::layout::{self, Strings};
@@ -197,25 +200,21 @@ impl Request {
         }
     }
 
-    /// Answers a request that will not run (cancelled, or no thread will take it).
-    pub fn reject(&self, status: i32) {
-        self.reject_with(status, &[], "");
-    }
-
-    /// Answers a request that will not run with `headers` and a plain-text `body`.
-    pub fn reject_with(&self, status: i32, headers: &[(&str, &str)], body: &str) {
+    /// Hands a request that will not be served back to the host, which answers it.
+    pub fn refuse(&self, refusal: Refusal) {
         if self.finished.replace(true) {
             return;
         }
-        let mut list: Vec<Header> = headers
-            .iter()
-            .map(|(name, value)| Header { name: name.as_ptr(), name_len: name.len(), value: value.as_ptr(), value_len: value.len() })
-            .collect();
-        if !body.is_empty() {
-            const TEXT: (&str, &str) = ("Content-Type", "text/plain; charset=utf-8");
-            list.push(Header { name: TEXT.0.as_ptr(), name_len: TEXT.0.len(), value: TEXT.1.as_ptr(), value_len: TEXT.1.len() });
-        }
-        self.host.respond(self.handle, status, &list, body.as_bytes(), PHP_WORKER_RESPONSE_DONE);
+        let (code, retry_after_ms) = refusal.wire();
+        self.host.refuse(self.handle, code, retry_after_ms);
+    }
+
+    /// Hands back a request taken from a queue that will not run: withdrawn by the host
+    /// (which answers it), or refused for `otherwise`. True in the second case.
+    pub fn refuse_unless_withdrawn(&self, otherwise: Refusal) -> bool {
+        let started = self.state.start();
+        self.refuse(if started { otherwise } else { Refusal::Withdrawn });
+        started
     }
 
     /// Marks a request the host keeps the answering of (submission failed).
@@ -245,7 +244,37 @@ pub fn encode(fields: &[&str], vars: &[(&str, &str)], body: &[u8]) -> (Vec<u8>, 
 impl Drop for Request {
     fn drop(&mut self) {
         // The host waits for exactly one DONE per submitted request: never leave it hanging.
-        self.reject(503);
+        self.refuse(Refusal::Lost);
+    }
+}
+
+/// Why the core did not serve a request. The host turns each into its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its pool stopped before a thread took it.
+    Stopped,
+    /// No thread of its worker can boot the script; the next attempt is this far off.
+    BootFailing { retry_after: Duration },
+    /// Its body could not be read before the headers left.
+    Body,
+    /// The host withdrew it and answers it itself.
+    Withdrawn,
+    /// Dropped without an answer.
+    Lost,
+}
+
+impl Refusal {
+    /// The PHP_WORKER_REFUSED_* code and `retry_after_ms` of the ABI.
+    fn wire(self) -> (u32, u32) {
+        match self {
+            Refusal::Stopped => (PHP_WORKER_REFUSED_STOPPED, 0),
+            Refusal::BootFailing { retry_after } => {
+                (PHP_WORKER_REFUSED_BOOT_FAILING, u32::try_from(retry_after.as_millis()).unwrap_or(u32::MAX))
+            }
+            Refusal::Body => (PHP_WORKER_REFUSED_BODY, 0),
+            Refusal::Withdrawn => (PHP_WORKER_REFUSED_WITHDRAWN, 0),
+            Refusal::Lost => (PHP_WORKER_REFUSED_LOST, 0),
+        }
     }
 }
 
@@ -273,6 +302,7 @@ impl RunState {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::abi::types::{PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_REFUSED};
     use crate::testing::{calls_for, recording_host};
 
     pub fn fields<'a>(method: &'a str, script: &'a str) -> Vec<&'a str> {
@@ -333,11 +363,28 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn an_unanswered_request_is_answered_503_once() {
+    fn an_unanswered_request_is_handed_back_once() {
         let (r, h) = request("GET", &[], 0, b"", true);
         drop(r);
         let calls = calls_for(h);
         assert_eq!(calls.len(), 1);
-        assert_eq!((calls[0].status, calls[0].flags), (503, PHP_WORKER_RESPONSE_DONE));
+        assert_eq!((calls[0].status, calls[0].flags), (0, PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_REFUSED));
+        assert_eq!((calls[0].refusal, calls[0].retry_after_ms), (PHP_WORKER_REFUSED_LOST, 0));
+    }
+
+    #[test]
+    fn a_refusal_carries_its_code_and_pause_and_ends_the_request() {
+        let (r, h) = request("GET", &[], 0, b"", true);
+        assert!(r.run_state().start());
+        r.refuse(Refusal::BootFailing { retry_after: Duration::from_millis(1600) });
+        r.refuse(Refusal::Stopped);
+        drop(r);
+        let calls = calls_for(h);
+        assert_eq!(calls.len(), 1, "the first refusal is the last call");
+        assert_eq!((calls[0].refusal, calls[0].retry_after_ms), (PHP_WORKER_REFUSED_BOOT_FAILING, 1600));
+        let (withdrawn, h) = request("GET", &[], 0, b"", true);
+        assert!(withdrawn.run_state().cancel());
+        withdrawn.refuse_unless_withdrawn(Refusal::Stopped);
+        assert_eq!(calls_for(h)[0].refusal, PHP_WORKER_REFUSED_WITHDRAWN, "the host answers what it withdrew");
     }
 }

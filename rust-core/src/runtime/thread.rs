@@ -17,7 +17,7 @@ use crate::host::{Host, Level};
 use crate::layout::Strings;
 use crate::php::sys::{self, KillSlot};
 use crate::request::expiry::Expiry;
-use crate::request::{Request, RequestContext, Scratch};
+use crate::request::{Refusal, Request, RequestContext, Scratch};
 use crate::store::LocalStore;
 
 /// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
@@ -542,7 +542,7 @@ impl PhpThread {
             if self.draining {
                 match self.assignment.queue.try_recv() {
                     Ok(request) if request.run_state().start() => return Job::Request(request),
-                    Ok(request) => request.reject(503), // withdrawn: the host answered it
+                    Ok(request) => request.refuse(Refusal::Withdrawn),
                     Err(_) => return Job::Leave(Leave::Exit),
                 }
                 continue;
@@ -560,7 +560,7 @@ impl PhpThread {
                 match self.assignment.queue.recv_timeout(QUEUE_FIRST) {
                     Ok(request) if request.run_state().start() => return Job::Request(request),
                     Ok(request) => {
-                        request.reject(503);
+                        request.refuse(Refusal::Withdrawn);
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => return Job::Leave(Leave::Exit),
@@ -576,7 +576,7 @@ impl PhpThread {
             };
             match message {
                 Message::Request(request) if request.run_state().start() => return Job::Request(request),
-                Message::Request(request) => request.reject(503),
+                Message::Request(request) => request.refuse(Refusal::Withdrawn),
                 Message::Command(command) => self.obey(command),
                 Message::Closed => return Job::Leave(Leave::Exit),
             }

@@ -25,7 +25,7 @@ use crate::abi::types::Field;
 use crate::host::{Level, LogField};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
-use crate::request::{Request, RequestContext, Scratch, Sink};
+use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
 
 /// How one run of the script ended.
 struct ScriptEnd {
@@ -122,7 +122,7 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
             ("others_serve", (!nobody_serves).into()),
         ]);
         if nobody_serves {
-            answer_waiting_requests(worker, &queue, backoff);
+            refuse_waiting_requests(worker, &queue, backoff);
         }
         if let Some(leave) = with_thread(|t| t.wait_for_leave(backoff)) {
             return Next::Leave(leave);
@@ -131,25 +131,21 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
 }
 
 /// A worker none of whose threads can boot would leave its requests waiting for as long
-/// as their clients do: answer those queued now 503, naming the worker, with the pause
-/// before the next attempt as Retry-After. Requests arriving later wait for that attempt.
-fn answer_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff: Duration) {
-    let retry_after = backoff.as_secs().max(1).to_string();
-    let body = format!("503 Service Unavailable: worker {worker} fails to start; the server log says why\n");
-    let mut answered = 0;
+/// as their clients do: hand those queued now back to the host, which answers them 503
+/// naming the worker, with the pause before the next attempt as `Retry-After`. Requests
+/// arriving later wait for that attempt.
+fn refuse_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff: Duration) {
+    let mut refused = 0;
     while let Ok(request) = queue.try_recv() {
-        if request.run_state().start() {
-            request.reject_with(503, &[("Retry-After", &retry_after)], &body);
-            answered += 1;
-        } else {
-            request.reject(503); // withdrawn: the host answered it already
+        if request.refuse_unless_withdrawn(Refusal::BootFailing { retry_after: backoff }) {
+            refused += 1;
         }
     }
-    if answered > 0 {
+    if refused > 0 {
         with_thread(|t| {
-            t.host.event(0, Level::Warn, "no thread can start the worker script: answered the waiting requests 503", &[
+            t.host.event(0, Level::Warn, "no thread can start the worker script: the waiting requests are refused", &[
                 ("worker", worker.into()),
-                ("answered", answered.into()),
+                ("refused", refused.into()),
             ])
         });
     }
