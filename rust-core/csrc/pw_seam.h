@@ -276,6 +276,9 @@ bool pw_rs_worker_active(void);
 // pseudo-request: false. `memory` and `real_memory` are PHP's memory now
 // (memory_get_usage() and memory_get_usage(true)).
 //
+// Host callbacks (log lines, the refusal of a withdrawn request) and the pool's events
+// run between the borrows of the thread state, never inside one.
+//
 // # Safety
 // `req` is writable.
 bool pw_rs_worker_wait(pw_shim_request *req, size_t memory, size_t real_memory);

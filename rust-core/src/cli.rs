@@ -11,7 +11,7 @@ use crate::abi::types::{
 use crate::config::EngineConfig;
 use crate::engine::ENGINE_ALIVE;
 use crate::php::sys::{self, CliArgs, CliMode};
-use crate::runtime::thread::PHP_THREAD_STACK;
+use crate::runtime::PHP_THREAD_STACK;
 
 /// A command line, copied out of the host's memory.
 pub struct Command {

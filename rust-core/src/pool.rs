@@ -25,9 +25,8 @@ use crate::request::{Refusal, Request};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
-use crate::runtime::thread::{
-    Assignment, Command, PoolEvents, PoolId, Role, ThreadHandle, ThreadInfo, ThreadState, since_epoch,
-};
+use crate::runtime::info::{PoolId, ThreadInfo, ThreadState, since_epoch};
+use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, ThreadHandle};
 
 pub struct Pool {
     pub id: PoolId,

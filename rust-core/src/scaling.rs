@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::{Host, Level};
 use crate::pool::Pool;
-use crate::runtime::thread::PoolId;
+use crate::runtime::info::PoolId;
 
 /// How often the scaler looks at the queues while autoscaling is on.
 const TICK: Duration = Duration::from_millis(5);

@@ -7,7 +7,7 @@ use crate::engine::Engine;
 use crate::pool::PoolStats;
 use crate::runtime::counters::BUCKETS;
 use crate::runtime::opcache::{self, OpcacheStats};
-use crate::runtime::thread::PoolId;
+use crate::runtime::info::PoolId;
 
 /// One snapshot of an engine.
 #[derive(Serialize, Debug)]

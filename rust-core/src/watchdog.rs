@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use crate::host::{Host, Level};
 use crate::pool::Pool;
 use crate::runtime::registry::Registry;
-use crate::runtime::thread::ThreadInfo;
+use crate::runtime::info::ThreadInfo;
 use crate::scaling::Pools;
 
 /// How often busy threads are looked at.

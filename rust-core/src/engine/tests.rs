@@ -11,7 +11,7 @@ use crate::abi::types::{
 };
 use crate::request::encode;
 use crate::request::tests::fields;
-use crate::runtime::thread::ThreadState;
+use crate::runtime::info::ThreadState;
 use crate::testing::*;
 
 /// Engines are one per process: engine tests take turns.

@@ -2,10 +2,11 @@
 //! (request startup, script, request shutdown), repeat.
 
 use super::opcache;
-use super::thread::{Job, Next, with_thread};
+use super::protocol::{Job, Next};
+use super::thread::{end_request, with_thread};
 use crate::host::Level;
 use crate::php::sys::{self, RunOutcome, RunResult};
-use crate::request::{Request, RequestContext, Sink};
+use crate::request::{Refusal, Request, RequestContext, Sink};
 
 /// Serves the pool's queue until the thread leaves it or needs a fresh PHP context.
 pub fn serve() -> Next {
@@ -14,6 +15,10 @@ pub fn serve() -> Next {
             Job::Request(request) => request,
             Job::Leave(leave) => return Next::Leave(leave),
             Job::Recycle => continue, // a worker's command; a classic thread keeps its context
+            Job::Withdrawn(request) => {
+                request.refuse(Refusal::Withdrawn);
+                continue;
+            }
         };
         if !run(request) {
             return Next::FreshContext;
@@ -42,11 +47,7 @@ fn run(request: Box<Request>) -> bool {
             ("thread", info.name().into()),
         ]);
     }
-    let scratch = ctx.finish(outcome.fatal);
-    with_thread(|t| {
-        t.end_request(outcome.memory);
-        t.scratch = scratch;
-        t.env.reset();
-    });
+    end_request(outcome.memory, ctx.finish(outcome.fatal));
+    with_thread(|t| t.env.reset());
     result == RunResult::Ok
 }

@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
-use super::thread::{
-    Assignment, Command, Leave, Next, PHP_THREAD_STACK, PhpThread, Role, ThreadHandle, ThreadInfo, ThreadState, lock,
-    with_thread,
-};
+use super::PHP_THREAD_STACK;
+use super::info::{ThreadInfo, ThreadState, lock};
+use super::protocol::{Assignment, Command, Leave, Next, Role, ThreadHandle};
+use super::thread::{PhpThread, with_thread};
 use super::{classic, worker};
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
@@ -181,7 +181,8 @@ pub fn release_free_memory() {
 fn serve(info: &ThreadInfo) -> bool {
     loop {
         let role = with_thread(|t| {
-            info.assign(&t.assignment);
+            let a = &t.assignment;
+            info.assign(a.pool, a.generation(), a.worker_name());
             t.assignment.role.clone()
         });
         let next = match role {

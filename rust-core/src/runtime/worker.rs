@@ -20,9 +20,11 @@ use crossbeam_channel::Receiver;
 use super::generation::{FIRST_BOOT_BACKOFF, Generation};
 use super::opcache;
 use super::counters::RouteGrowth;
-use super::thread::{Job, Leave, Limit, Next, PhpThread, ThreadState, WorkerRun, try_with_thread, with_thread};
+use super::info::ThreadState;
+use super::protocol::{Job, Next};
+use super::thread::{Ending, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
 use crate::abi::types::Field;
-use crate::host::{Level, LogField};
+use crate::host::{Host, Level, LogField};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
 use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
@@ -34,11 +36,8 @@ struct ScriptEnd {
     reached_handle_request: bool,
     request_failed: bool,
     handled: u64,
-    leave: Option<Leave>,
-    /// It ended for an OPcache restart.
-    recycled: bool,
-    /// It ended at max_requests or max_memory.
-    limit: Option<Limit>,
+    /// Why it was told to end, if it was.
+    ending: Option<Ending>,
     /// The routes that grew its memory.
     growth: RouteGrowth,
 }
@@ -49,9 +48,9 @@ const LOGGED_ROUTES: usize = 3;
 /// Runs the generation's script on this thread, again and again, until the thread
 /// leaves the pool or needs a fresh PHP context.
 pub fn serve(generation: &Arc<Generation>) -> Next {
-    let (info, events, queue, counters) = with_thread(|t| {
+    let (host, info, events, queue, counters) = with_thread(|t| {
         let a = &t.assignment;
-        (t.info.clone(), a.events.clone(), a.queue.clone(), a.counters.clone())
+        (t.host.clone(), t.info.clone(), a.events.clone(), a.queue.clone(), a.counters.clone())
     });
     let (worker, thread) = (generation.spec.name.as_str(), info.name());
     let (mut failures, mut quiet) = (0u32, false);
@@ -61,16 +60,16 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
         quiet = false;
         let event = |level, message: &str, mut fields: Vec<LogField<'_>>| {
             fields.splice(0..0, [("worker", worker.into()), ("thread", thread.as_str().into())]);
-            with_thread(|t| t.host.event(0, level, message, &fields))
+            host.event(0, level, message, &fields)
         };
         if end.result != RunResult::Ok {
             counters.crashed();
             event(Level::Error, "PHP failed outside the worker script; the thread gets a fresh PHP context", vec![
                 ("failure", format!("{:?}", end.result).into()),
             ]);
-            return match end.leave {
-                Some(leave) => Next::Leave(leave),
-                None => Next::FreshContext,
+            return match end.ending {
+                Some(Ending::Leave(leave)) => Next::Leave(leave),
+                _ => Next::FreshContext,
             };
         }
         let (status, served) = (end.outcome.exit_status, end.handled);
@@ -81,16 +80,17 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
             if crashed {
                 counters.crashed();
             }
-            if let Some(leave) = end.leave {
-                event(Level::Debug, "worker script ended: the thread leaves its pool", fields());
-                return Next::Leave(leave);
-            }
-            if crashed {
-                event(Level::Warn, "worker script crashed; restarting it", fields());
-            } else if end.recycled {
-                counters.restarted(1);
-                event(Level::Debug, "worker script restarts for an OPcache restart", fields());
-            } else if let Some(Limit::MaxMemory(real)) = end.limit {
+            match end.ending {
+                Some(Ending::Leave(leave)) => {
+                    event(Level::Debug, "worker script ended: the thread leaves its pool", fields());
+                    return Next::Leave(leave);
+                }
+                _ if crashed => event(Level::Warn, "worker script crashed; restarting it", fields()),
+                Some(Ending::Recycle) => {
+                    counters.restarted(1);
+                    event(Level::Debug, "worker script restarts for an OPcache restart", fields());
+                }
+                Some(Ending::Limit(Limit::MaxMemory(real))) => {
                 counters.restarted(1);
                 quiet = true;
                 let mut fields = fields();
@@ -99,15 +99,18 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
                     ("max_memory", generation.spec.max_memory.into()),
                     ("grew_most", grew_most(&end.growth).into()),
                 ]);
-                event(Level::Warn, "worker script restarted (max_memory): its PHP memory passed the limit", fields);
-            } else {
-                counters.restarted(1);
-                quiet = true;
-                event(Level::Debug, "worker script restarted (max_requests)", fields());
+                    event(Level::Warn, "worker script restarted (max_memory): its PHP memory passed the limit", fields);
+                }
+                // max_requests, or a script that returned on its own after a request
+                Some(Ending::Limit(Limit::MaxRequests)) | None => {
+                    counters.restarted(1);
+                    quiet = true;
+                    event(Level::Debug, "worker script restarted (max_requests)", fields());
+                }
             }
             continue;
         }
-        if let Some(leave) = end.leave {
+        if let Some(Ending::Leave(leave)) = end.ending {
             return Next::Leave(leave);
         }
         counters.crashed();
@@ -122,7 +125,7 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
             ("others_serve", (!nobody_serves).into()),
         ]);
         if nobody_serves {
-            refuse_waiting_requests(worker, &queue, backoff);
+            refuse_waiting_requests(&host, worker, &queue, backoff);
         }
         if let Some(leave) = with_thread(|t| t.wait_for_leave(backoff)) {
             return Next::Leave(leave);
@@ -134,7 +137,7 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
 /// as their clients do: hand those queued now back to the host, which answers them 503
 /// naming the worker, with the pause before the next attempt as `Retry-After`. Requests
 /// arriving later wait for that attempt.
-fn refuse_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff: Duration) {
+fn refuse_waiting_requests(host: &Host, worker: &str, queue: &Receiver<Box<Request>>, backoff: Duration) {
     let mut refused = 0;
     while let Ok(request) = queue.try_recv() {
         if request.refuse_unless_withdrawn(Refusal::BootFailing { retry_after: backoff }) {
@@ -142,12 +145,10 @@ fn refuse_waiting_requests(worker: &str, queue: &Receiver<Box<Request>>, backoff
         }
     }
     if refused > 0 {
-        with_thread(|t| {
-            t.host.event(0, Level::Warn, "no thread can start the worker script: the waiting requests are refused", &[
-                ("worker", worker.into()),
-                ("refused", refused.into()),
-            ])
-        });
+        host.event(0, Level::Warn, "no thread can start the worker script: the waiting requests are refused", &[
+            ("worker", worker.into()),
+            ("refused", refused.into()),
+        ]);
     }
 }
 
@@ -189,12 +190,10 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
             handled: 0,
             reached_handle_request: false,
             request_failed: false,
-            leave: None,
+            ending: None,
             started: Instant::now(),
             restarts_quietly: quiet,
             gate_epoch: inside.epoch,
-            recycled: false,
-            limit: None,
             began_memory: 0,
             growth: RouteGrowth::default(),
             revalidating: false,
@@ -216,9 +215,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
         reached_handle_request: run.reached_handle_request,
         request_failed: run.request_failed,
         handled: run.handled,
-        leave: run.leave,
-        recycled: run.recycled,
-        limit: run.limit,
+        ending: run.ending,
         growth: run.growth,
     };
     if !run.in_flight.is_null() {
@@ -231,11 +228,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
             ("worker", generation.spec.name.as_str().into()),
             ("thread", info.name().into()),
         ]);
-        let scratch = ctx.finish(true);
-        with_thread(|t| {
-            t.end_request(outcome.memory);
-            t.scratch = scratch;
-        });
+        end_request(outcome.memory, ctx.finish(true));
     }
     // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
     unsafe { Box::from_raw(idle) }.finish(false);
@@ -302,73 +295,117 @@ pub extern "C" fn pw_rs_worker_active() -> bool {
 /// pseudo-request: false. `memory` and `real_memory` are PHP's memory now
 /// (memory_get_usage() and memory_get_usage(true)).
 ///
+/// Host callbacks (log lines, the refusal of a withdrawn request) and the pool's events
+/// run between the borrows of the thread state, never inside one.
+///
 /// # Safety
 /// `req` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize, real_memory: usize) -> bool {
-    with_run(false, |t| {
-        t.info.set_real_memory(real_memory);
-        let run = t.run.as_mut().expect("checked by with_run");
-        let first = !run.reached_handle_request;
-        run.reached_handle_request = true;
-        run.began_memory = memory;
-        let spec = &run.generation.spec;
-        if run.limit.is_none() {
-            if spec.max_requests != 0 && run.handled >= spec.max_requests {
-                run.limit = Some(Limit::MaxRequests);
-            } else if spec.max_memory != 0 && real_memory as u64 > spec.max_memory && run.handled > 0 {
-                // After a request only: a script booted past the limit still serves.
-                run.limit = Some(Limit::MaxMemory(real_memory));
-            }
+    guard(false, || {
+        let step = with_run(None, |t| Some(ask_for_request(t, memory, real_memory))).expect("with_run answers");
+        for (level, message, fields) in &step.lines {
+            step.host.event(0, *level, message, fields);
         }
-        let stop = run.leave.is_some() || run.recycled || run.limit.is_some();
-        if first && !run.restarts_quietly && spec.max_memory != 0 && real_memory as u64 > spec.max_memory {
-            t.host.event(0, Level::Warn, "the worker script uses more than max_memory once booted: it restarts after every request", &[
-                ("worker", spec.name.as_str().into()),
-                ("memory", (real_memory as u64).into()),
-                ("max_memory", spec.max_memory.into()),
-            ]);
+        if step.first {
+            step.events.boot_failing(&step.info, false);
+            step.events.booted(&step.info);
         }
-        if first {
-            let boot_ms = run.started.elapsed().as_secs_f64() * 1000.0;
-            let level = if run.restarts_quietly { Level::Debug } else { Level::Info };
-            t.host.event(0, level, "worker script ready", &[
-                ("worker", run.generation.spec.name.as_str().into()),
-                ("thread", t.info.name().into()),
-                ("generation", run.generation.id.into()),
-                ("boot_ms", ((boot_ms * 10.0).round() / 10.0).into()),
-            ]);
-            let events = &t.assignment.events;
-            events.boot_failing(&t.info, false);
-            events.booted(&t.info);
-        }
-        let job = if stop { None } else { Some(t.next_job()) };
-        if let Some(Job::Request(request)) = &job {
-            t.begin_request(request);
-        }
-        let scratch = if matches!(job, Some(Job::Request(_))) { std::mem::take(&mut t.scratch) } else { Scratch::default() };
-        let run = t.run.as_mut().expect("checked by with_run");
-        let ctx = match job {
-            Some(Job::Request(request)) => {
-                let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
-                ctx.watch(t.info.expiry.clone());
-                run.in_flight = Box::into_raw(ctx);
-                run.in_flight
+        let job = if step.stop {
+            None
+        } else {
+            loop {
+                match with_thread(|t| t.next_job()) {
+                    Job::Withdrawn(request) => request.refuse(Refusal::Withdrawn),
+                    job => break Some(job),
+                }
             }
-            Some(Job::Leave(leave)) => {
-                run.leave = Some(leave);
-                run.idle
-            }
-            Some(Job::Recycle) => {
-                run.recycled = true;
-                run.idle
-            }
-            None => run.idle,
         };
-        // SAFETY: ctx is live until pw_rs_worker_done or the end of the script.
-        unsafe { *req = (*ctx).shim() };
-        !run.in_flight.is_null()
+        with_run(false, |t| {
+            let scratch = if let Some(Job::Request(request)) = &job {
+                t.begin_request(request);
+                std::mem::take(&mut t.scratch)
+            } else {
+                Scratch::default()
+            };
+            let run = t.run.as_mut().expect("checked by with_run");
+            let ctx = match job {
+                Some(Job::Request(request)) => {
+                    let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+                    ctx.watch(t.info.expiry.clone());
+                    run.in_flight = Box::into_raw(ctx);
+                    run.in_flight
+                }
+                Some(Job::Leave(leave)) => {
+                    run.ending = Some(Ending::Leave(leave));
+                    run.idle
+                }
+                Some(Job::Recycle) => {
+                    run.ending = Some(Ending::Recycle);
+                    run.idle
+                }
+                Some(Job::Withdrawn(_)) | None => run.idle,
+            };
+            // SAFETY: ctx is live until pw_rs_worker_done or the end of the script.
+            unsafe { *req = (*ctx).shim() };
+            !run.in_flight.is_null()
+        })
     })
+}
+
+/// What pw_rs_worker_wait() found under the thread state's borrow, and does after it.
+struct WaitStep {
+    first: bool,
+    stop: bool,
+    lines: Vec<(Level, &'static str, Vec<LogField<'static>>)>,
+    host: Arc<Host>,
+    info: Arc<super::info::ThreadInfo>,
+    events: Arc<dyn super::protocol::PoolEvents>,
+}
+
+/// The script asks for its next request: notes a first call (the script booted) and
+/// whether the script must end (max_requests, max_memory, or an ending already set).
+fn ask_for_request(t: &mut PhpThread, memory: usize, real_memory: usize) -> WaitStep {
+    t.info.set_real_memory(real_memory);
+    let run = t.run.as_mut().expect("checked by with_run");
+    let first = !run.reached_handle_request;
+    run.reached_handle_request = true;
+    run.began_memory = memory;
+    let spec = &run.generation.spec;
+    if run.ending.is_none() {
+        if spec.max_requests != 0 && run.handled >= spec.max_requests {
+            run.ending = Some(Ending::Limit(Limit::MaxRequests));
+        } else if spec.max_memory != 0 && real_memory as u64 > spec.max_memory && run.handled > 0 {
+            // After a request only: a script booted past the limit still serves.
+            run.ending = Some(Ending::Limit(Limit::MaxMemory(real_memory)));
+        }
+    }
+    let mut lines = Vec::new();
+    if first && !run.restarts_quietly && spec.max_memory != 0 && real_memory as u64 > spec.max_memory {
+        lines.push((Level::Warn, "the worker script uses more than max_memory once booted: it restarts after every request", vec![
+            ("worker", spec.name.as_str().into()),
+            ("memory", (real_memory as u64).into()),
+            ("max_memory", spec.max_memory.into()),
+        ]));
+    }
+    if first {
+        let boot_ms = run.started.elapsed().as_secs_f64() * 1000.0;
+        let level = if run.restarts_quietly { Level::Debug } else { Level::Info };
+        lines.push((level, "worker script ready", vec![
+            ("worker", spec.name.as_str().into()),
+            ("thread", t.info.name().into()),
+            ("generation", run.generation.id.into()),
+            ("boot_ms", ((boot_ms * 10.0).round() / 10.0).into()),
+        ]));
+    }
+    WaitStep {
+        first,
+        stop: run.ending.is_some(),
+        lines,
+        host: t.host.clone(),
+        info: t.info.clone(),
+        events: t.assignment.events.clone(),
+    }
 }
 
 /// The request from the last pw_rs_worker_wait() is over: its response is complete.
@@ -376,22 +413,26 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize,
 /// `memory` is PHP's memory usage at its end.
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
-    with_run((), |t| {
-        let run = t.run.as_mut().expect("checked by with_run");
-        if run.in_flight.is_null() {
-            return;
+    guard((), || {
+        let ctx = with_run(None, |t| {
+            let run = t.run.as_mut().expect("checked by with_run");
+            if run.in_flight.is_null() {
+                return None;
+            }
+            // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait; PHP is done with it.
+            let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
+            run.handled += 1;
+            run.request_failed |= failed;
+            if memory > run.began_memory {
+                let (uri, grew) = (ctx.request().field(Field::RequestUri), (memory - run.began_memory) as u64);
+                run.growth.record(uri, grew);
+                t.assignment.counters.grew(uri, grew);
+            }
+            Some(ctx)
+        });
+        if let Some(ctx) = ctx {
+            end_request(memory, ctx.finish(failed));
         }
-        // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait; PHP is done with it.
-        let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
-        run.handled += 1;
-        run.request_failed |= failed;
-        if memory > run.began_memory {
-            let (uri, grew) = (ctx.request().field(Field::RequestUri), (memory - run.began_memory) as u64);
-            run.growth.record(uri, grew);
-            t.assignment.counters.grew(uri, grew);
-        }
-        t.scratch = ctx.finish(failed);
-        t.end_request(memory);
     })
 }
 

@@ -13,7 +13,8 @@ use super::shared::SHARED;
 use super::table::{NotIncremented, Stored, Value};
 use crate::host::{Level, log_unattached};
 use crate::php::guard::guard;
-use crate::runtime::thread::{since_epoch, try_with_thread};
+use crate::runtime::info::since_epoch;
+use crate::runtime::thread::try_with_thread;
 
 /// A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and
 /// `len` are the encoded bytes of an ENCODED value, valid for the duration of the call

@@ -1,0 +1,270 @@
+//! What other threads may know of a PHP thread: its [`ThreadState`] and the
+//! [`ThreadInfo`] of atomics that the thread list, the watchdog, the autoscaler and the
+//! engine read without calling PHP. Only the thread itself writes them.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::php::sys::{self, KillSlot};
+use crate::request::expiry::Expiry;
+
+/// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
+pub type PoolId = u32;
+
+/// Longest URI kept for the thread list.
+const MAX_SHOWN_URI: usize = 1024;
+
+/// What a thread is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ThreadState {
+    /// Creating its PHP context.
+    Starting = 0,
+    /// Running a worker script up to its first frankenphp_handle_request().
+    Booting,
+    /// A booted worker whose generation does not take requests yet.
+    Standby,
+    /// Waiting for a request.
+    Ready,
+    /// Running a request.
+    Busy,
+    /// A worker whose script failed to boot, waiting before it tries again.
+    Backoff,
+    /// Finishing its script before it leaves its pool.
+    Stopping,
+    /// Gone.
+    Done,
+}
+
+impl ThreadState {
+    const ALL: [ThreadState; 8] = [
+        ThreadState::Starting,
+        ThreadState::Booting,
+        ThreadState::Standby,
+        ThreadState::Ready,
+        ThreadState::Busy,
+        ThreadState::Backoff,
+        ThreadState::Stopping,
+        ThreadState::Done,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Starting => "starting",
+            ThreadState::Booting => "booting",
+            ThreadState::Standby => "standby",
+            ThreadState::Ready => "ready",
+            ThreadState::Busy => "busy",
+            ThreadState::Backoff => "backoff",
+            ThreadState::Stopping => "stopping",
+            ThreadState::Done => "done",
+        }
+    }
+}
+
+/// The state of one PHP thread that other threads may read: atomics written only by
+/// the thread itself, and its current request behind a lock it holds for a copy.
+pub struct ThreadInfo {
+    pub index: usize,
+    state: AtomicU8,
+    pool: AtomicU32,
+    generation: AtomicU32,
+    requests: AtomicU64,
+    memory: AtomicU64,
+    /// PHP's memory from the system (memory_get_usage(true)) when a worker script last
+    /// asked for a request: what max_memory compares.
+    real_memory: AtomicU64,
+    /// When it last ended a request or joined its pool, in ms since [`epoch`].
+    idle_since: AtomicU64,
+    current: Mutex<CurrentRequest>,
+    /// The worker it runs; None for a classic thread.
+    worker: Mutex<Option<Arc<str>>>,
+    /// Set while the thread has a PHP context.
+    kill: Mutex<Option<KillSlot>>,
+    /// Lets the watchdog answer the thread's request from outside (src/watchdog.rs).
+    pub expiry: Arc<Expiry>,
+    /// The watchdog gave up on the thread's request: it is stuck in a call that does not
+    /// return, and a replacement serves its pool.
+    stuck: AtomicBool,
+}
+
+#[derive(Default, Clone)]
+struct CurrentRequest {
+    method: String,
+    uri: String,
+    /// The script it runs (for the watchdog's log line).
+    script: String,
+}
+
+/// A copy of a thread's state.
+#[derive(Clone, Debug)]
+pub struct ThreadSnapshot {
+    pub index: usize,
+    pub state: ThreadState,
+    pub pool: PoolId,
+    pub generation: u32,
+    pub requests: u64,
+    pub memory: u64,
+    pub real_memory: u64,
+    pub method: String,
+    pub uri: String,
+    pub worker: Option<Arc<str>>,
+    pub stuck: bool,
+}
+
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// Milliseconds since the first call: a clock threads can keep in an atomic.
+pub fn since_epoch() -> u64 {
+    ms_since_epoch(Instant::now())
+}
+
+fn ms_since_epoch(at: Instant) -> u64 {
+    at.saturating_duration_since(*EPOCH).as_millis() as u64
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ThreadInfo {
+    pub(super) fn new(index: usize, pool: PoolId, generation: u32) -> ThreadInfo {
+        ThreadInfo {
+            index,
+            state: AtomicU8::new(ThreadState::Starting as u8),
+            pool: AtomicU32::new(pool),
+            generation: AtomicU32::new(generation),
+            requests: AtomicU64::new(0),
+            memory: AtomicU64::new(0),
+            real_memory: AtomicU64::new(0),
+            idle_since: AtomicU64::new(since_epoch()),
+            current: Mutex::new(CurrentRequest::default()),
+            worker: Mutex::new(None),
+            kill: Mutex::new(None),
+            expiry: Arc::default(),
+            stuck: AtomicBool::new(false),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        format!("php-{}", self.index)
+    }
+
+    pub fn state(&self) -> ThreadState {
+        ThreadState::ALL[self.state.load(Ordering::Relaxed) as usize]
+    }
+
+    pub fn set_state(&self, state: ThreadState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    pub fn pool(&self) -> PoolId {
+        self.pool.load(Ordering::Relaxed)
+    }
+
+    /// A request starts: busy, showing its method and URI.
+    pub fn begin_request(&self, method: &[u8], uri: &[u8], script: &[u8]) {
+        self.set_state(ThreadState::Busy);
+        let mut current = lock(&self.current);
+        current.method.clear();
+        current.method.push_str(&String::from_utf8_lossy(method));
+        current.uri.clear();
+        current.uri.push_str(&String::from_utf8_lossy(&uri[..uri.len().min(MAX_SHOWN_URI)]));
+        current.script.clear();
+        current.script.push_str(&String::from_utf8_lossy(script));
+    }
+
+    /// A request ended; `memory` is what PHP used when it ended. The thread stays busy
+    /// until it waits for the next one.
+    pub fn end_request(&self, memory: usize, at: Instant) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.memory.store(memory as u64, Ordering::Relaxed);
+        self.idle_since.store(ms_since_epoch(at), Ordering::Relaxed);
+    }
+
+    /// A worker script asks for its next request, using `real` bytes from the system.
+    pub fn set_real_memory(&self, real: usize) {
+        self.real_memory.store(real as u64, Ordering::Relaxed);
+    }
+
+    /// How long the thread has been without a request (meaningful while it is ready).
+    pub fn idle_for(&self, now_ms: u64) -> Duration {
+        Duration::from_millis(now_ms.saturating_sub(self.idle_since.load(Ordering::Relaxed)))
+    }
+
+    /// The thread serves this pool, generation (0 for classic) and worker from now on.
+    pub(super) fn assign(&self, pool: PoolId, generation: u32, worker: Option<Arc<str>>) {
+        self.idle_since.store(since_epoch(), Ordering::Relaxed);
+        self.pool.store(pool, Ordering::Relaxed);
+        self.generation.store(generation, Ordering::Relaxed);
+        *lock(&self.worker) = worker;
+    }
+
+    pub fn snapshot(&self) -> ThreadSnapshot {
+        let state = self.state();
+        // The request shown is the one a busy thread runs; it is not cleared when the
+        // request ends, which would cost the request path a second lock.
+        let current = if state == ThreadState::Busy { lock(&self.current).clone() } else { CurrentRequest::default() };
+        ThreadSnapshot {
+            index: self.index,
+            state,
+            pool: self.pool(),
+            generation: self.generation.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            memory: self.memory.load(Ordering::Relaxed),
+            real_memory: self.real_memory.load(Ordering::Relaxed),
+            method: current.method,
+            uri: current.uri,
+            worker: lock(&self.worker).clone(),
+            stuck: self.is_stuck(),
+        }
+    }
+
+    /// Records what the thread's script needs to be stopped; None once its PHP context
+    /// is freed.
+    pub(super) fn set_kill(&self, slot: Option<KillSlot>) {
+        *lock(&self.kill) = slot;
+    }
+
+    /// Whether the watchdog gave up on the request the thread runs.
+    pub fn is_stuck(&self) -> bool {
+        self.stuck.load(Ordering::Relaxed)
+    }
+
+    pub fn set_stuck(&self, stuck: bool) -> bool {
+        self.stuck.swap(stuck, Ordering::Relaxed)
+    }
+
+    /// The request the thread runs, if busy: (requests served before it, method, URI,
+    /// script).
+    pub fn current_request(&self) -> Option<(u64, String, String, String)> {
+        if self.state() != ThreadState::Busy {
+            return None;
+        }
+        let current = lock(&self.current).clone();
+        Some((self.requests.load(Ordering::Relaxed), current.method, current.uri, current.script))
+    }
+
+    /// Whether the script passed its time limit; false without a PHP context.
+    pub fn timed_out(&self) -> bool {
+        let slot = lock(&self.kill);
+        // SAFETY: as in kill(): the slot's context lives while the slot is set.
+        slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_timed_out(slot) })
+    }
+
+    /// The thread's kernel id while it has a PHP context.
+    pub fn tid(&self) -> Option<libc::pid_t> {
+        lock(&self.kill).as_ref().map(|slot| slot.tid)
+    }
+
+    /// Stops the thread's script the way a timeout does. False when it has no PHP
+    /// context or the signal could not be sent.
+    pub fn kill(&self) -> bool {
+        let slot = lock(&self.kill);
+        // SAFETY: the slot is set only while the thread's PHP context lives; the thread
+        // clears it (under this lock) before freeing the context.
+        slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_kill(slot) })
+    }
+}
+

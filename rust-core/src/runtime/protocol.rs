@@ -1,0 +1,127 @@
+//! The protocol between a pool and its threads: what a pool tells a thread
+//! ([`Command`]), what a thread serves ([`Assignment`]), what a thread tells its pool
+//! ([`PoolEvents`]), and how a thread's loops hand it back ([`Job`], [`Leave`], [`Next`]).
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::counters::PoolCounters;
+use super::generation::Generation;
+use super::info::{PoolId, ThreadInfo};
+use crate::request::Request;
+
+/// What a pool tells its threads.
+pub enum Command {
+    /// Finish the current request (and worker script), then end.
+    Stop,
+    /// Serve what is queued, then end: the pool takes no more requests.
+    Drain,
+    /// The thread's generation takes requests now.
+    Activate,
+    /// Finish the current request (and worker script), then serve this other pool.
+    Join(Assignment),
+    /// OPcache restarts: a worker script that entered PHP at or before this restart epoch
+    /// (src/runtime/opcache.rs) finishes its request and ends, and boots again once the
+    /// cache restarted. Classic threads ignore it.
+    Recycle(u64),
+}
+
+/// What a thread serves: one pool's queue, as a classic thread or as a thread of a
+/// worker generation.
+#[derive(Clone)]
+pub struct Assignment {
+    pub pool: PoolId,
+    pub queue: Receiver<Box<Request>>,
+    pub role: Role,
+    pub events: Arc<dyn PoolEvents>,
+    pub counters: Arc<PoolCounters>,
+}
+
+#[derive(Clone)]
+pub enum Role {
+    Classic,
+    Worker(Arc<Generation>),
+}
+
+impl Assignment {
+    pub(super) fn generation(&self) -> u32 {
+        match &self.role {
+            Role::Classic => 0,
+            Role::Worker(g) => g.id,
+        }
+    }
+
+    /// The worker's name; None for a classic thread.
+    pub(super) fn worker_name(&self) -> Option<Arc<str>> {
+        match &self.role {
+            Role::Classic => None,
+            Role::Worker(g) => Some(g.name.clone()),
+        }
+    }
+
+    /// Whether the thread may take requests from the queue now.
+    pub fn takes_requests(&self) -> bool {
+        match &self.role {
+            Role::Classic => true,
+            Role::Worker(g) => g.is_active(),
+        }
+    }
+}
+
+/// What a thread tells its pool. Implemented by the pool (src/pool.rs).
+pub trait PoolEvents: Send + Sync {
+    /// The thread's worker script reached frankenphp_handle_request() for the first time
+    /// in its generation.
+    fn booted(&self, thread: &ThreadInfo);
+    /// The thread's worker script failed to boot (`failing`), or booted after failing.
+    /// Returns true when no thread of the pool can serve its queue.
+    fn boot_failing(&self, thread: &ThreadInfo, failing: bool) -> bool;
+    /// The thread left the pool: it ended or moved to another one.
+    fn left(&self, thread: &ThreadInfo);
+}
+
+/// A thread as its pool knows it.
+#[derive(Clone)]
+pub struct ThreadHandle {
+    pub info: Arc<ThreadInfo>,
+    ctl: Sender<Command>,
+}
+
+impl ThreadHandle {
+    pub(super) fn new(info: Arc<ThreadInfo>, ctl: Sender<Command>) -> ThreadHandle {
+        ThreadHandle { info, ctl }
+    }
+
+    /// Sends a command; false when the thread is gone.
+    pub fn send(&self, command: Command) -> bool {
+        self.ctl.send(command).is_ok()
+    }
+}
+
+/// Why a thread leaves what it serves.
+pub enum Leave {
+    /// It ends.
+    Exit,
+    /// It serves another pool.
+    Join(Assignment),
+}
+
+/// The next thing a thread does.
+pub enum Job {
+    Request(Box<Request>),
+    Leave(Leave),
+    /// End the worker script and boot it again (an OPcache restart).
+    Recycle,
+    /// A request the host withdrew while it was queued: the caller hands it back
+    /// (Refusal::Withdrawn) once it holds no borrow of the thread state, and asks again.
+    Withdrawn(Box<Request>),
+}
+
+/// How a loop (classic or worker) handed the thread back.
+pub enum Next {
+    Leave(Leave),
+    /// PHP's state on this thread may be damaged: free the context and make a new one.
+    FreshContext,
+}
+
