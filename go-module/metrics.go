@@ -11,6 +11,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// The states a thread of the snapshot shows (rust-core's ThreadState names and "stuck",
+// listed in rust-core/tests/golden/thread_states.json).
+const (
+	threadStarting = "starting" // creating its PHP context
+	threadBooting  = "booting"  // running a worker script up to its first handle_request
+	threadStandby  = "standby"  // booted, its generation not taking requests yet
+	threadReady    = "ready"    // waiting for a request
+	threadBusy     = "busy"     // running a request
+	threadBackoff  = "backoff"  // a worker script failed to boot; waiting to try again
+	threadStopping = "stopping" // finishing its script before it leaves its pool
+	threadDone     = "done"     // gone
+	threadStuck    = "stuck"    // the watchdog gave up on its request
+)
+
+// threadStates is every thread state, in the core's order.
+var threadStates = []string{threadStarting, threadBooting, threadStandby, threadReady, threadBusy, threadBackoff,
+	threadStopping, threadDone, threadStuck}
+
 // engineStats is the engine's snapshot (php_worker_engine_stats).
 type engineStats struct {
 	MaxThreads      int       `json:"max_threads"`
@@ -183,9 +201,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var busy, idle int
 	for _, t := range s.Threads {
 		switch t.State {
-		case "busy":
+		case threadBusy:
 			busy++
-		case "ready":
+		case threadReady:
 			idle++
 		}
 	}

@@ -52,3 +52,20 @@ func TestStatsGoldenSnapshot(t *testing.T) {
 		t.Fatalf("the snapshot as Go reads it:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestThreadStatesMatchTheCore checks Go's thread-state constants against the states
+// rust-core can show (rust-core/tests/golden/thread_states.json, written by its
+// thread_states_match_the_golden_list test).
+func TestThreadStatesMatchTheCore(t *testing.T) {
+	raw, err := os.ReadFile("../rust-core/tests/golden/thread_states.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var core []string
+	if err := json.Unmarshal(raw, &core); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(core, threadStates) {
+		t.Errorf("the core's thread states are %q; go-module's constants are %q", core, threadStates)
+	}
+}

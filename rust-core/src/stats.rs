@@ -53,6 +53,15 @@ pub struct ThreadStats {
     pub real_memory: u64,
 }
 
+/// The state a thread shows once the watchdog gave up on its request, whatever its
+/// [`ThreadState`](crate::runtime::info::ThreadState).
+pub const STUCK: &str = "stuck";
+
+/// Every state a thread of the snapshot can show.
+pub fn thread_state_names() -> Vec<&'static str> {
+    crate::runtime::info::ThreadState::ALL.iter().map(|s| s.name()).chain([STUCK]).collect()
+}
+
 pub fn collect(engine: &Engine) -> Stats {
     let pools: Vec<PoolStats> = engine.pools().iter().map(|p| p.stats()).collect();
     let mut threads: Vec<ThreadStats> = engine
@@ -63,7 +72,7 @@ pub fn collect(engine: &Engine) -> Stats {
             ThreadStats {
                 index: s.index,
                 name: t.name(),
-                state: if s.stuck { "stuck" } else { s.state.name() },
+                state: if s.stuck { STUCK } else { s.state.name() },
                 pool: s.pool,
                 worker: s.worker.map(|w| w.to_string()),
                 generation: s.generation,
@@ -76,7 +85,7 @@ pub fn collect(engine: &Engine) -> Stats {
         })
         .collect();
     threads.sort_by_key(|t| t.index);
-    let stuck_threads = threads.iter().filter(|t| t.state == "stuck").count();
+    let stuck_threads = threads.iter().filter(|t| t.state == STUCK).count();
     Stats {
         max_threads: engine.limits().max_threads,
         histogram_bounds: &BUCKETS,
@@ -159,5 +168,18 @@ mod tests {
         }
         let golden = std::fs::read_to_string(path).unwrap_or_default();
         assert_eq!(json, golden, "the stats schema changed: UPDATE_GOLDEN=1 cargo test, then update go-module's readers");
+    }
+
+    /// The thread states' names are tests/golden/thread_states.json, which go-module's
+    /// constants are checked against (TestThreadStatesMatchTheCore).
+    #[test]
+    fn thread_states_match_the_golden_list() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/thread_states.json");
+        let json = serde_json::to_string_pretty(&thread_state_names()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(path, &json).unwrap();
+        }
+        let golden = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(json, golden, "the thread states changed: UPDATE_GOLDEN=1 cargo test, then update go-module's constants");
     }
 }

@@ -38,7 +38,7 @@ pub enum ThreadState {
 }
 
 impl ThreadState {
-    const ALL: [ThreadState; 8] = [
+    pub const ALL: [ThreadState; 8] = [
         ThreadState::Starting,
         ThreadState::Booting,
         ThreadState::Standby,
