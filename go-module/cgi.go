@@ -3,10 +3,15 @@
 
 package phpworker
 
+// #include "php_worker.h"
+import "C"
+
 import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,19 +21,19 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 )
 
-// The fixed fields that start every request, in the order of php_worker_field in
-// php_worker.h.
+// The fixed fields that start every request (php_worker_field in php_worker.h).
+// buildRequest writes them in this order; TestBuildRequestVariables checks it.
 const (
-	fieldMethod = iota
-	fieldRequestURI
-	fieldQueryString
-	fieldContentType
-	fieldScriptFilename
-	fieldPathTranslated
-	fieldCookie
-	fieldAuthorization
-	fieldProtocol
-	fieldCount
+	fieldMethod         = C.PHP_WORKER_FIELD_METHOD
+	fieldRequestURI     = C.PHP_WORKER_FIELD_REQUEST_URI
+	fieldQueryString    = C.PHP_WORKER_FIELD_QUERY_STRING
+	fieldContentType    = C.PHP_WORKER_FIELD_CONTENT_TYPE
+	fieldScriptFilename = C.PHP_WORKER_FIELD_SCRIPT_FILENAME
+	fieldPathTranslated = C.PHP_WORKER_FIELD_PATH_TRANSLATED
+	fieldCookie         = C.PHP_WORKER_FIELD_COOKIE
+	fieldAuthorization  = C.PHP_WORKER_FIELD_AUTHORIZATION
+	fieldProtocol       = C.PHP_WORKER_FIELD_PROTOCOL
+	fieldCount          = C.PHP_WORKER_FIELD_COUNT
 )
 
 // requestBuffer is a request in the layout php_worker_request_submit reads: every
@@ -235,6 +240,43 @@ func addTLSVars(b *requestBuffer, state *tls.ConnectionState) {
 			break
 		}
 	}
+}
+
+// bootRequest is the request a worker script sees while it boots and between requests,
+// written by buildRequest like every other: a GET of the script from its own folder
+// (what FrankenPHP gives its workers), with the worker's env.
+func (w *WorkerConfig) bootRequest() bootSpec {
+	dir, base := filepath.Split(w.FileName)
+	uri := "/" + base
+	r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: uri}, RequestURI: uri, Proto: "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
+	b := getRequestBuffer()
+	defer putRequestBuffer(b)
+	buildRequest(b, r, script{root: filepath.Clean(dir), name: uri, filename: w.FileName}, nil, w.env)
+	return b.spec()
+}
+
+// bootSpec is a requestBuffer as JSON, for the worker spec (rust-core's BootRequest).
+type bootSpec struct {
+	Fields   []string    `json:"fields"`
+	Vars     [][2]string `json:"vars"`
+	EnvPairs int         `json:"env_pairs"`
+}
+
+// spec reads the buffer's strings back: its fields, then its pairs.
+func (b *requestBuffer) spec() bootSpec {
+	str := func(i int) string {
+		off, n := b.spans[2*i], b.spans[2*i+1]
+		return string(b.strings[off : off+n])
+	}
+	out := bootSpec{Fields: make([]string, fieldCount), Vars: make([][2]string, b.pairs), EnvPairs: b.envPairs}
+	for i := range out.Fields {
+		out.Fields[i] = str(i)
+	}
+	for i := range out.Vars {
+		out.Vars[i] = [2]string{str(fieldCount + 2*i), str(fieldCount + 2*i + 1)}
+	}
+	return out
 }
 
 // splitRemoteAddr splits "ip:port" and "[ipv6]:port"; more lenient than

@@ -15,26 +15,20 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// decode reads a requestBuffer back the way the Rust core does.
+// decode reads a requestBuffer back the way the Rust core does, after checking that
+// every string is NUL-terminated.
 func decode(t *testing.T, b *requestBuffer) (fields []string, vars [][2]string) {
 	t.Helper()
-	str := func(i int) string {
-		off, n := b.spans[2*i], b.spans[2*i+1]
-		if b.strings[off+n] != 0 {
-			t.Fatalf("string %d is not NUL-terminated", i)
+	for i := 0; i < len(b.spans); i += 2 {
+		if b.strings[b.spans[i]+b.spans[i+1]] != 0 {
+			t.Fatalf("string %d is not NUL-terminated", i/2)
 		}
-		return string(b.strings[off : off+n])
 	}
-	for i := 0; i < fieldCount; i++ {
-		fields = append(fields, str(i))
+	if len(b.spans) != 2*fieldCount+4*b.pairs {
+		t.Fatalf("%d spans for %d pairs", len(b.spans), b.pairs)
 	}
-	for i := fieldCount; i < len(b.spans)/2; i += 2 {
-		vars = append(vars, [2]string{str(i), str(i + 1)})
-	}
-	if len(vars) != b.pairs {
-		t.Fatalf("pairs = %d, decoded %d", b.pairs, len(vars))
-	}
-	return fields, vars
+	spec := b.spec()
+	return spec.Fields, spec.Vars
 }
 
 func lookup(vars [][2]string, name string) (string, bool) {
@@ -170,5 +164,27 @@ func TestSplitRemoteAddr(t *testing.T) {
 		if ip != want[0] || port != want[1] {
 			t.Errorf("splitRemoteAddr(%q) = %q %q, want %q", in, ip, port, want)
 		}
+	}
+}
+
+func TestBootRequestIsAGetOfTheScriptWithTheWorkersEnv(t *testing.T) {
+	w := &WorkerConfig{FileName: "/srv/app/public/worker.php", env: [][2]string{{"FRANKENPHP_WORKER", "1"}, {"APP_ENV", "prod"}}}
+	boot := w.bootRequest()
+	if len(boot.Fields) != fieldCount || boot.Fields[fieldMethod] != "GET" || boot.Fields[fieldScriptFilename] != w.FileName ||
+		boot.Fields[fieldRequestURI] != "/worker.php" || boot.Fields[fieldProtocol] != "HTTP/1.1" {
+		t.Fatalf("fields %q", boot.Fields)
+	}
+	for name, want := range map[string]string{
+		"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/worker.php", "PHP_SELF": "/worker.php", "REQUEST_URI": "/worker.php",
+		"SCRIPT_FILENAME": w.FileName, "DOCUMENT_ROOT": "/srv/app/public", "SERVER_SOFTWARE": "Caddy php_worker",
+		"GATEWAY_INTERFACE": "CGI/1.1", "APP_ENV": "prod",
+	} {
+		if got, ok := lookup(boot.Vars, name); !ok || got != want {
+			t.Errorf("%s = %q (set: %v), want %q", name, got, ok, want)
+		}
+	}
+	env := boot.Vars[len(boot.Vars)-boot.EnvPairs:]
+	if boot.EnvPairs != 2 || env[0] != [2]string{"FRANKENPHP_WORKER", "1"} || env[1] != [2]string{"APP_ENV", "prod"} {
+		t.Errorf("the env is the last pairs: %d, %q", boot.EnvPairs, env)
 	}
 }

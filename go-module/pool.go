@@ -55,22 +55,22 @@ func (p *workerPool) Destruct() error {
 
 // workerSpec is the JSON read by php_worker_pool_new (rust-core/src/config.rs).
 type workerSpec struct {
-	Name             string      `json:"name"`
-	File             string      `json:"file"`
-	Num              int         `json:"num"`
-	MaxThreads       int         `json:"max_threads,omitempty"`
-	MaxRequests      int         `json:"max_requests,omitempty"`
-	MaxMemory        int64       `json:"max_memory,omitempty"`
-	Env              [][2]string `json:"env"`
-	MaxBootBackoffMS int64       `json:"max_boot_backoff_ms,omitempty"`
+	Name             string   `json:"name"`
+	File             string   `json:"file"`
+	Num              int      `json:"num"`
+	MaxThreads       int      `json:"max_threads,omitempty"`
+	MaxRequests      int      `json:"max_requests,omitempty"`
+	MaxMemory        int64    `json:"max_memory,omitempty"`
+	MaxBootBackoffMS int64    `json:"max_boot_backoff_ms,omitempty"`
+	Boot             bootSpec `json:"boot"`
 }
 
 // spec is what the core boots the worker with.
 func (w *WorkerConfig) spec() []byte {
 	b, err := json.Marshal(workerSpec{
 		Name: w.pool.key, File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
-		MaxMemory: w.MaxMemory, Env: w.env,
-		MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
+		MaxMemory: w.MaxMemory, MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
+		Boot: w.bootRequest(),
 	})
 	if err != nil {
 		panic(err) // strings and numbers always marshal

@@ -313,8 +313,12 @@ php_worker_error_t *php_worker_engine_stats(const php_worker_engine_t *engine,
 // Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 // threads boot the worker script at once, and it takes requests as they are ready.
 // `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_threads": n,
-// "max_requests": n, "env": [[k, v], ...], "max_boot_backoff_ms": n}`, read during
-// the call.
+// "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n, "boot": {"fields": [s,
+// ...], "vars": [[k, v], ...], "env_pairs": n}}`, read during the call. `boot` is the
+// request the script sees while it boots and between requests, in the layout of
+// php_worker_request_submit() (the fields in php_worker_field order, then the
+// `$_SERVER` pairs, the last `env_pairs` of which answer getenv()); without it the
+// script sees a bare GET of its file.
 //
 // # Safety
 // `engine` is live; `spec_json` is valid for `spec_len` bytes.

@@ -35,10 +35,10 @@ pub struct WorkerSpec {
     /// request, as max_requests restarts it; 0 for no limit.
     #[serde(default)]
     pub max_memory: u64,
-    /// Extra `$_SERVER`/getenv() values while the script boots and between requests
-    /// (each request carries its own).
+    /// The request the script sees while it boots and between requests, as the host
+    /// wrote it. Absent: a bare GET of the file, without `$_SERVER` values.
     #[serde(default)]
-    pub env: Vec<(String, String)>,
+    pub boot: BootRequest,
     /// Most threads autoscaling may give the worker; 0 for no limit of its own (the
     /// engine's limit still applies). Never below `num`.
     #[serde(default)]
@@ -47,6 +47,33 @@ pub struct WorkerSpec {
     /// it reaches frankenphp_handle_request(). Waits start at 100 ms and double.
     #[serde(default = "default_boot_backoff_ms")]
     pub max_boot_backoff_ms: u64,
+}
+
+/// A request as the host writes every request: the fixed fields in
+/// [`Field`](crate::abi::types::Field) order, then the `$_SERVER` pairs, the last
+/// `env_pairs` of which also answer getenv().
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BootRequest {
+    pub fields: Vec<String>,
+    pub vars: Vec<(String, String)>,
+    pub env_pairs: usize,
+}
+
+impl BootRequest {
+    fn check(&self) -> std::result::Result<(), &'static str> {
+        if !self.fields.is_empty() && self.fields.len() != crate::abi::types::Field::Count as usize {
+            return Err("boot.fields must hold every fixed field");
+        }
+        if self.env_pairs > self.vars.len() {
+            return Err("boot.env_pairs counts more pairs than boot.vars holds");
+        }
+        let strings = self.fields.iter().chain(self.vars.iter().flat_map(|(k, v)| [k, v]));
+        if strings.into_iter().any(|s| s.contains('\0')) {
+            return Err("boot strings cannot hold NUL");
+        }
+        Ok(())
+    }
 }
 
 fn default_queue_capacity() -> usize {
@@ -99,6 +126,7 @@ impl WorkerSpec {
         if !spec.file.starts_with('/') || spec.file.contains('\0') {
             return Err(Error::Config(format!("worker {}: file must be an absolute path", spec.name)));
         }
+        spec.boot.check().map_err(|e| Error::Config(format!("worker {}: {e}", spec.name)))?;
         Ok(spec)
     }
 }
@@ -121,9 +149,14 @@ mod tests {
 
     #[test]
     fn reads_worker_specs() {
-        let w = WorkerSpec::from_json(br#"{"name":"w","file":"/a/w.php","num":2,"env":[["A","1"]]}"#).unwrap();
+        let w = WorkerSpec::from_json(br#"{"name":"w","file":"/a/w.php","num":2,"boot":{"fields":[],"vars":[["A","1"]],"env_pairs":1}}"#)
+            .unwrap();
         assert_eq!((w.num, w.max_requests, w.max_boot_backoff_ms), (2, 0, 5000));
-        assert_eq!(w.env, vec![("A".to_owned(), "1".to_owned())]);
+        assert_eq!((w.boot.vars.clone(), w.boot.env_pairs), (vec![("A".to_owned(), "1".to_owned())], 1));
+        let boot = |b: &str| WorkerSpec::from_json(format!(r#"{{"name":"w","file":"/a.php","num":1,"boot":{b}}}"#).as_bytes());
+        assert!(boot(r#"{"fields":["GET"],"vars":[],"env_pairs":0}"#).is_err(), "every field or none");
+        assert!(boot(r#"{"fields":[],"vars":[],"env_pairs":1}"#).is_err());
+        assert!(boot(r#"{"fields":[],"vars":[["A","x\u0000y"]],"env_pairs":0}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"rel.php","num":1}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":0}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"x":1}"#).is_err());

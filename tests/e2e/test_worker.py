@@ -191,6 +191,10 @@ def test_environment_at_boot_and_in_requests(workers):
     expected = {"server_worker": "1", "server_custom": "yes", "server_site": "configured",
                 "server_process": "from-process", "getenv_custom": "yes", "getenv_process": "from-process"}
     assert d["boot"] == expected
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker")
+    assert d["boot_server"] == {"SCRIPT_NAME": "/env.php", "SCRIPT_FILENAME": os.path.join(folder, "env.php"),
+                                "DOCUMENT_ROOT": folder, "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET"}, \
+        "the boot request is a GET of the script from its folder, with the CGI variables of every request"
     request = dict(d["request"])
     assert request.pop("script") == "", "a matched worker outside the root has no SCRIPT_NAME"
     assert request == expected

@@ -29,7 +29,7 @@ fn with_engine(config: &str, classic: usize, f: impl FnOnce(&Engine)) {
 
 fn spec(file: &str, num: usize, extra: &str) -> WorkerSpec {
     WorkerSpec::from_json(
-        format!(r#"{{"name":"w","file":"{file}","num":{num},"env":[["FRANKENPHP_WORKER","1"]],"max_boot_backoff_ms":200{extra}}}"#)
+        format!(r#"{{"name":"w","file":"{file}","num":{num},"boot":{{"fields":[],"vars":[["FRANKENPHP_WORKER","1"]],"env_pairs":1}},"max_boot_backoff_ms":200{extra}}}"#)
             .as_bytes(),
     )
     .unwrap()

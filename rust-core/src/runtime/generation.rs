@@ -97,28 +97,19 @@ impl Generation {
         self.active.store(true, Ordering::Release);
     }
 
-    /// The request a worker script sees while it boots and between requests: a GET of
-    /// the script itself, with the worker's environment.
+    /// The request a worker script sees while it boots and between requests: the
+    /// spec's boot request, as the host wrote it (Go builds it as it builds every
+    /// request), or a bare GET of the script.
     pub(super) fn idle_request(&self, host: &Arc<Host>) -> Box<Request> {
-        let file = self.spec.file.as_str();
-        let (dir, base) = file.rsplit_once('/').unwrap_or(("", file));
-        let dir = if dir.is_empty() { "/" } else { dir };
-        let uri = format!("/{base}");
-        let mut fields = vec![""; Field::Count as usize];
-        fields[Field::Method as usize] = "GET";
-        fields[Field::RequestUri as usize] = &uri;
-        fields[Field::ScriptFilename as usize] = file;
-        fields[Field::Protocol as usize] = "HTTP/1.1";
-        let mut vars: Vec<(&str, &str)> = vec![
-            ("SCRIPT_FILENAME", file),
-            ("SCRIPT_NAME", &uri),
-            ("PHP_SELF", &uri),
-            ("DOCUMENT_ROOT", dir),
-            ("REQUEST_METHOD", "GET"),
-            ("REQUEST_URI", &uri),
-            ("SERVER_SOFTWARE", "Caddy php_worker"),
-        ];
-        vars.extend(self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        Request::synthetic(host.clone(), &fields, &vars, self.spec.env.len())
+        let boot = &self.spec.boot;
+        let mut fields: Vec<&str> = boot.fields.iter().map(String::as_str).collect();
+        if fields.is_empty() {
+            fields = vec![""; Field::Count as usize];
+            fields[Field::Method as usize] = "GET";
+            fields[Field::ScriptFilename as usize] = &self.spec.file;
+            fields[Field::Protocol as usize] = "HTTP/1.1";
+        }
+        let vars: Vec<(&str, &str)> = boot.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Request::synthetic(host.clone(), &fields, &vars, boot.env_pairs)
     }
 }

@@ -9,8 +9,10 @@ $seen = static fn () => [
     'getenv_process' => getenv('PHP_WORKER_TEST_ENV'),
 ];
 $boot = $seen();
-while (frankenphp_handle_request(function () use ($boot, $seen) {
+// The boot request's own CGI variables, written by the same Go code as every request's.
+$bootServer = array_intersect_key($_SERVER, array_flip(['SCRIPT_NAME', 'SCRIPT_FILENAME', 'DOCUMENT_ROOT', 'GATEWAY_INTERFACE', 'REQUEST_METHOD']));
+while (frankenphp_handle_request(function () use ($boot, $bootServer, $seen) {
     header('Content-Type: application/json');
-    echo json_encode(['boot' => $boot, 'request' => $seen() + ['script' => $_SERVER['SCRIPT_NAME']]]);
+    echo json_encode(['boot' => $boot, 'boot_server' => $bootServer, 'request' => $seen() + ['script' => $_SERVER['SCRIPT_NAME']]]);
 })) {
 }
