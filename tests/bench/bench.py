@@ -703,11 +703,72 @@ def profile(server, seconds=6):
     php_comms = ",".join(sorted({c for _, c in report("--no-children", "--sort", "comm") if c.startswith("php-")}))
     switching = sum(share for share, sym in report("--no-children", "--comm", php_comms, "--sort", "sym")
                     if "finish_task_switch" in sym or "schedule" in sym) if php_comms else 0
+    components, folded = split_by_component(data)
+    flame = BENCH / "profile.svg"
+    if folded and shutil.which("inferno-flamegraph"):
+        svg = subprocess.run(["inferno-flamegraph", "--title", "php_worker worker mode, hello world"],
+                             input="".join(f"{stack} {n}\n" for stack, n in folded.items()),
+                             capture_output=True, text=True)
+        if svg.returncode == 0:
+            flame.write_text(svg.stdout)
     generic = ("runtime.goexit", "gowrap", "entry_SYSCALL", "do_syscall_64", "start_thread", "clone3",
                "runtime.mstart", "runtime.cgocallback", "_cgoexp_", "crosscall2", "runtime.cgocallbackg")
     top = [(share, sym) for share, sym in report("--children", "--sort", "sym")
            if not any(g in sym for g in generic)][:40]
-    return {"threads": threads, "php_switching": switching, "top": top, "requests": requests}
+    return {"threads": threads, "php_switching": switching, "top": top, "requests": requests,
+            "components": components, "flame_graph": flame.exists() and bool(folded)}
+
+
+# The parts of a request's cost, tried in order: a sample belongs to the first component
+# one of whose patterns names a frame of its call stack.
+COMPONENTS = [
+    ("PHP request start and end (superglobals, output layer, timer)",
+     ("pw_worker_request_startup", "pw_worker_request_shutdown", "php_request_startup", "php_request_shutdown",
+      "zend_set_timeout", "timer_settime")),
+    ("output: the PHP thread hands the response over",
+     ("goPhpWorkerRespond", "pw_rs_ub_write", "pw_sapi_ub_write", "RequestContext::finish", "RequestContext::transmit",
+      "Completions::push")),
+    ("the PHP script", ("execute_ex", "zend_call_function", "zend_execute")),
+    ("queue and wake-ups on PHP threads", ("next_job", "crossbeam_channel", "pw_rs_worker_wait", "__sched_yield")),
+    ("Go side of the completions", ("deliverCompletions", "takeCompletions")),
+    ("submit: Go to Rust", ("php_worker_request_submit", "runtime.cgocall", "runtime.asmcgocall")),
+    ("php_worker's Go handler (CGI variables, waiting, writing)", ("php_worker/go-module.",)),
+    ("Caddy and net/http", ("caddyhttp.", "net/http.", "internal/poll.", "net.(", "bufio.", "syscall.")),
+    ("Go runtime (GC, scheduler, sysmon)", ("runtime.",)),
+]
+
+
+def split_by_component(data):
+    """Shares of the samples per COMPONENTS entry, and the folded stacks (root first) for
+    a flame graph."""
+    p = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True, text=True)
+    counts, folded, frames, comm, total = {}, {}, [], "", 0
+
+    def done():
+        nonlocal total
+        if not frames:
+            return
+        name = "other (kernel and libc outside the above)"
+        for component, patterns in COMPONENTS:
+            if any(pat in f for f in frames for pat in patterns):
+                name = component
+                break
+        counts[name] = counts.get(name, 0) + 1
+        stack = ";".join([comm.rstrip("0123456789-")] + [f.replace(";", ":") for f in reversed(frames)])
+        folded[stack] = folded.get(stack, 0) + 1
+        total += 1
+
+    for line in p.stdout.splitlines():
+        if not line.strip():
+            done()
+            frames = []
+        elif line[0] in " \t":
+            frames.append(line.split(None, 1)[-1].strip())
+        else:
+            comm = line.split()[0] if line.split() else ""
+    done()
+    shares = sorted(((100 * n / total, name) for name, n in counts.items()), reverse=True) if total else []
+    return shares, folded
 
 
 def is_boot_json(body):
@@ -1110,6 +1171,17 @@ def write_results(results, elapsed):
         w(f"\nOf the PHP threads' share, {prof['php_switching']:.1f} points are samples in the kernel's context "
           "switch (a PHP thread sleeps on its queue between requests and is woken for each one; how much of that "
           "a VM's clock attributes there varies from run to run).\n")
+        if prof.get("components"):
+            cpu = next((c["cpu_us"] for c in results["hello"]["cost"] if c["server"] == worker["server"]), 0)
+            w(f"By component (each sample goes to the first component, in this order, that a frame of its call "
+              f"stack belongs to), with the share of the {cpu:.1f} µs of server CPU per request:\n")
+            w("| component | share | µs per request |")
+            w("|---|---:|---:|")
+            for share, name in prof["components"]:
+                w(f"| {name} | {share:.1f}% | {share * cpu / 100:.1f} |")
+            w("")
+            if prof.get("flame_graph"):
+                w("Flame graph of the same samples: [profile.svg](profile.svg).\n")
         w("Functions with the largest inclusive share (children included):\n")
         w("| share | function |")
         w("|---:|---|")

@@ -17,7 +17,13 @@ if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
 	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
 	cargo install oha --version "$OHA_VERSION" --locked --quiet
 fi
+INFERNO_VERSION=0.12.3
 if [[ " $* " != *" --quick "* ]]; then
 	python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install --quiet matplotlib
+	# The profile's flame graph (tests/bench/profile.svg).
+	if ! cargo install --list 2>/dev/null | grep -q "^inferno v$INFERNO_VERSION:"; then
+		echo "bench: installing inferno $INFERNO_VERSION from crates.io (a few minutes, once)"
+		cargo install inferno --version "$INFERNO_VERSION" --locked --quiet
+	fi
 fi
 exec python3 tests/bench/bench.py "$@"
