@@ -706,7 +706,7 @@ def profile(server, seconds=6):
     components, folded = split_by_component(data)
     flame = BENCH / "profile.svg"
     if folded and shutil.which("inferno-flamegraph"):
-        svg = subprocess.run(["inferno-flamegraph", "--title", "php_worker worker mode, hello world"],
+        svg = subprocess.run(["inferno-flamegraph", "--minwidth", "1", "--title", "php_worker worker mode, hello world"],
                              input="".join(f"{stack} {n}\n" for stack, n in folded.items()),
                              capture_output=True, text=True)
         if svg.returncode == 0:
@@ -726,11 +726,9 @@ COMPONENTS = [
      ("pw_worker_request_startup", "pw_worker_request_shutdown", "php_request_startup", "php_request_shutdown",
       "zend_set_timeout", "timer_settime")),
     ("output: the PHP thread hands the response over",
-     ("goPhpWorkerRespond", "pw_rs_ub_write", "pw_sapi_ub_write", "RequestContext::finish", "RequestContext::transmit",
-      "Completions::push")),
+     ("goPhpWorkerRespond", "pw_rs_ub_write", "pw_sapi_ub_write", "RequestContext::finish", "RequestContext::transmit")),
     ("the PHP script", ("execute_ex", "zend_call_function", "zend_execute")),
     ("queue and wake-ups on PHP threads", ("next_job", "crossbeam_channel", "pw_rs_worker_wait", "__sched_yield")),
-    ("Go side of the completions", ("deliverCompletions", "takeCompletions")),
     ("submit: Go to Rust", ("php_worker_request_submit", "runtime.cgocall", "runtime.asmcgocall")),
     ("php_worker's Go handler (CGI variables, waiting, writing)", ("php_worker/go-module.",)),
     ("Caddy and net/http", ("caddyhttp.", "net/http.", "internal/poll.", "net.(", "bufio.", "syscall.")),
