@@ -156,30 +156,29 @@ mod tests {
         }
     }
 
-    /// The snapshot's wire form is tests/golden/stats.json, which go-module's tests
-    /// decode too (TestStatsGoldenSnapshot): one schema for both sides. UPDATE_GOLDEN=1
-    /// rewrites it.
-    #[test]
-    fn stats_match_the_golden_snapshot() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/stats.json");
-        let json = serde_json::to_string_pretty(&sample()).unwrap() + "\n";
+    /// Compares `value`'s pretty JSON with tests/golden/<file>, which go-module's tests
+    /// read too; UPDATE_GOLDEN=1 rewrites it.
+    fn assert_golden(file: &str, value: &impl serde::Serialize, what_changed: &str) {
+        let path = format!("{}/tests/golden/{file}", env!("CARGO_MANIFEST_DIR"));
+        let json = serde_json::to_string_pretty(value).unwrap() + "\n";
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(path, &json).unwrap();
+            std::fs::write(&path, &json).unwrap();
         }
-        let golden = std::fs::read_to_string(path).unwrap_or_default();
-        assert_eq!(json, golden, "the stats schema changed: UPDATE_GOLDEN=1 cargo test, then update go-module's readers");
+        let golden = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(json, golden, "{what_changed}: UPDATE_GOLDEN=1 cargo test, then update go-module");
     }
 
-    /// The thread states' names are tests/golden/thread_states.json, which go-module's
-    /// constants are checked against (TestThreadStatesMatchTheCore).
+    /// The snapshot's wire form, which go-module decodes too (TestStatsGoldenSnapshot):
+    /// one schema for both sides.
+    #[test]
+    fn stats_match_the_golden_snapshot() {
+        assert_golden("stats.json", &sample(), "the stats schema changed");
+    }
+
+    /// The thread states' names, which go-module's constants are checked against
+    /// (TestThreadStatesMatchTheCore).
     #[test]
     fn thread_states_match_the_golden_list() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/thread_states.json");
-        let json = serde_json::to_string_pretty(&thread_state_names()).unwrap() + "\n";
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(path, &json).unwrap();
-        }
-        let golden = std::fs::read_to_string(path).unwrap_or_default();
-        assert_eq!(json, golden, "the thread states changed: UPDATE_GOLDEN=1 cargo test, then update go-module's constants");
+        assert_golden("thread_states.json", &thread_state_names(), "the thread states changed");
     }
 }
