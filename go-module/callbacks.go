@@ -27,6 +27,12 @@ import (
 //export goPhpWorkerRespond
 func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_t {
 	countOut()
+	return deliverResponse(handle, resp, false)
+}
+
+// deliverResponse hands response data to its request (the respond callback, or a
+// completion taken from the core's queue); non-zero when the client is gone.
+func deliverResponse(handle C.size_t, resp *C.php_worker_response_t, queued bool) C.int32_t {
 	pr := lookupRequest(uintptr(handle))
 	headers := unsafe.Slice(resp.headers, int(resp.headers_len))
 	var body []byte
@@ -35,7 +41,7 @@ func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_
 	}
 	flags := uint32(resp.flags)
 	retryAfter := time.Duration(resp.retry_after_ms) * time.Millisecond
-	ok := pr.respond(int(resp.status), headers, body, flags, uint32(resp.refusal), retryAfter)
+	ok := pr.respond(int(resp.status), headers, body, flags, uint32(resp.refusal), retryAfter, queued)
 	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
 		pr.release() // the core's reference
 	}

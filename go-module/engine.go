@@ -24,16 +24,20 @@ static php_worker_callbacks_t php_worker_go_callbacks(void) {
 // The core copies the request and never calls back during a submission.
 #cgo noescape php_worker_request_submit
 #cgo nocallback php_worker_request_submit
+#cgo noescape php_worker_completions_take
+#cgo nocallback php_worker_completions_take
 */
 import "C"
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -45,6 +49,10 @@ type engine struct {
 	mu       sync.RWMutex // write-held only to free ptr
 	ptr      *C.php_worker_engine_t
 	stopping atomic.Bool
+	// completions is the core's completion eventfd (a duplicate Go owns), read by the
+	// goroutine that delivers completed responses; delivered closes when it ended.
+	completions *os.File
+	delivered   chan struct{}
 	// PHP's post_max_size in bytes (0: no limit), set before the engine is published.
 	postMaxSize int64
 }
@@ -126,7 +134,10 @@ var errEngineStopped = errors.New("the PHP engine is stopped")
 
 // newEngine starts PHP with the engine settings (php_worker_engine_new reads their JSON).
 func newEngine(s engineSettings) (*engine, error) {
-	settings, err := json.Marshal(s)
+	settings, err := json.Marshal(struct {
+		engineSettings
+		Completions bool `json:"completions"`
+	}{s, true})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +148,53 @@ func newEngine(s engineSettings) (*engine, error) {
 	if err := coreError(C.php_worker_engine_new((*C.uint8_t)(cfg), C.size_t(len(settings)), &cb, &ptr)); err != nil {
 		return nil, err
 	}
-	return &engine{ptr: ptr}, nil
+	e := &engine{ptr: ptr, delivered: make(chan struct{})}
+	fd, err := syscall.Dup(int(C.php_worker_engine_completion_fd(ptr)))
+	if err == nil {
+		err = syscall.SetNonblock(fd, true)
+	}
+	if err != nil {
+		C.php_worker_engine_delete(ptr)
+		return nil, fmt.Errorf("the completion queue's descriptor: %w", err)
+	}
+	e.completions = os.NewFile(uintptr(fd), "php_worker completions")
+	go e.deliverCompletions()
+	return e, nil
+}
+
+// deliverCompletions hands each completed response to its request, as the respond
+// callback does, whenever the core's eventfd says some are queued (through Go's poller,
+// so no thread blocks on it). It ends when shutdown closes the descriptor, after a last
+// take.
+func (e *engine) deliverCompletions() {
+	defer close(e.delivered)
+	var count [8]byte
+	for {
+		_, err := e.completions.Read(count[:])
+		e.takeCompletions()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// takeCompletions delivers every queued completion.
+func (e *engine) takeCompletions() {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.ptr == nil {
+		return
+	}
+	var items *C.php_worker_completion_t
+	var n C.size_t
+	batch := C.php_worker_completions_take(e.ptr, &items, &n)
+	if batch == nil {
+		return
+	}
+	for _, c := range unsafe.Slice(items, int(n)) {
+		deliverResponse(c.handle, &c.response, true)
+	}
+	C.php_worker_completions_delete(batch)
 }
 
 // shutdown drains and frees the engine: queued and running requests finish, scripts
@@ -149,6 +206,11 @@ func (e *engine) shutdown(grace time.Duration) {
 		C.php_worker_engine_shutdown(e.ptr, C.uint64_t(grace.Milliseconds())) // blocks until done
 	}
 	e.mu.RUnlock()
+	// Every PHP thread ended: the last completions are queued. Closing the descriptor
+	// makes the delivering goroutine take them and end.
+	if e.completions != nil && e.completions.Close() == nil {
+		<-e.delivered
+	}
 	e.mu.Lock()
 	if e.ptr != nil {
 		C.php_worker_engine_delete(e.ptr)

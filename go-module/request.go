@@ -7,6 +7,7 @@ package phpworker
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"sync"
@@ -121,7 +122,12 @@ func (pr *phpRequest) logger() *zap.Logger {
 // respond queues response data for the handler goroutine (it never waits on the
 // client), or with response buffering off writes it to the client at once; false when
 // the client is gone.
-func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32, code uint32, retryAfter time.Duration) bool {
+//
+// queued says the data came from the core's completion queue, on the goroutine that
+// delivers completions: it never writes to the client itself, whatever the policy, so a
+// slow client cannot hold up the completions of other requests.
+func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32, code uint32,
+	retryAfter time.Duration, queued bool) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if flags&C.PHP_WORKER_RESPONSE_EXPIRED != 0 {
@@ -156,9 +162,12 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
 		}
 		if ok && len(body) > 0 {
-			if pr.out.off {
+			if pr.out.off && !queued {
 				// Written below, before the core reuses its bytes.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: body})
+			} else if pr.out.off {
+				// For the handler goroutine to write; the core frees its bytes after this.
+				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: bytes.Clone(body)})
 			} else if err := pr.out.queueBody(body); err != nil {
 				pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
 				ok = false
@@ -168,7 +177,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
 		}
 	}
-	if ok && pr.out.off {
+	if ok && pr.out.off && !queued {
 		parts := pr.out.take()
 		err := writeParts(pr.w, nil, parts)
 		pr.markSent(parts)
@@ -196,6 +205,9 @@ type refusal struct {
 	code       uint32
 	retryAfter time.Duration
 }
+
+// responseDone is the flag of a request's last response call.
+const responseDone = C.PHP_WORKER_RESPONSE_DONE
 
 // The core's refusal codes.
 const (

@@ -105,3 +105,46 @@ func TestRefusalsAreAnsweredByTheHandler(t *testing.T) {
 		}
 	}
 }
+
+// recordingWriter is a client: it records what reaches it.
+type recordingWriter struct {
+	header http.Header
+	wrote  []byte
+	status int
+}
+
+func (w *recordingWriter) Header() http.Header    { return w.header }
+func (w *recordingWriter) WriteHeader(status int) { w.status = status }
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	w.wrote = append(w.wrote, b...)
+	return len(b), nil
+}
+
+func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		w := &recordingWriter{header: http.Header{}}
+		pr := &phpRequest{w: w, wake: make(chan struct{}, 1), uri: "/"}
+		pr.out.bufferPolicy = bufferPolicy{off: true}
+		body := []byte("hello")
+		if !pr.respond(200, nil, body, responseDone, 0, 0, queued) {
+			t.Fatalf("queued=%v: the client is not gone", queued)
+		}
+		body[0] = 'J' // the core reuses or frees its bytes once the call returns
+		if !queued {
+			if w.status != 200 || string(w.wrote) != "hello" || len(pr.out.parts) != 0 {
+				t.Errorf("a callback with response_buffer off writes to the client itself: %d %q", w.status, w.wrote)
+			}
+			continue
+		}
+		if w.status != 0 || len(w.wrote) != 0 {
+			t.Errorf("a completion reached the client from the delivering goroutine: %d %q", w.status, w.wrote)
+		}
+		parts := pr.out.take()
+		if len(parts) != 2 || parts[0].kind != partHeader || parts[0].status != 200 || string(parts[1].data) != "hello" {
+			t.Errorf("the handler goroutine gets the status and a copy of the body: %+v", parts)
+		}
+		if !pr.finished {
+			t.Error("DONE came")
+		}
+	}
+}

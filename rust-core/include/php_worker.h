@@ -8,13 +8,16 @@
  *   php_worker_request_submit(), which copies the request, queues it and returns at
  *   once. A PHP thread later runs it and answers through the respond callback: one call
  *   for a small response, or several chunks when PHP flushes or the output is large;
- *   the last call carries PHP_WORKER_RESPONSE_DONE. Large request bodies are pulled
- *   with the read_body callback as PHP reads them.
+ *   the last call carries PHP_WORKER_RESPONSE_DONE. An engine created with
+ *   "completions" queues that last call instead (php_worker_completions_take(), with
+ *   php_worker_engine_completion_fd() to wait on), so a small response needs no
+ *   callback. Large request bodies are pulled with the read_body callback as PHP reads
+ *   them.
  *
  * Ownership
  *   Every buffer passed in is copied during the call; nothing the host lends is kept.
  *   Every pointer passed to a callback is owned by the core and valid only during that
- *   callback. Engines and errors are freed with their _delete function.
+ *   callback; a completion's, until its batch is deleted. Engines and errors are freed with their _delete function.
  *
  * Threads and blocking
  *   Every function may be called from any thread. Only php_worker_engine_new() (until PHP
@@ -168,6 +171,9 @@ typedef uint32_t php_worker_field;
 // Bytes the core hands over (opaque), freed with php_worker_bytes_delete().
 typedef struct php_worker_bytes_t php_worker_bytes_t;
 
+// Completions the host took (opaque), freed with php_worker_completions_delete().
+typedef struct php_worker_completions_t php_worker_completions_t;
+
 // A running PHP engine (opaque).
 typedef struct php_worker_engine_t php_worker_engine_t;
 
@@ -252,6 +258,13 @@ typedef struct {
   bool no_ini;
 } php_worker_cli_t;
 
+// A request's last response call, taken from the completion queue with
+// php_worker_completions_take(): what `respond` would have received for `handle`.
+typedef struct {
+  size_t handle;
+  php_worker_response_t response;
+} php_worker_completion_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -262,7 +275,11 @@ extern "C" {
 // worker pools with php_worker_pool_new().
 //
 // `config_json` (`config_len` bytes, UTF-8 JSON, not NUL-terminated) is read during the
-// call: `{"php_ini": {"key": "value"}, "queue_capacity": n}`. `callbacks` is copied.
+// call: `{"php_ini": {"key": "value"}, "queue_capacity": n, "completions": bool}`.
+// `callbacks` is copied. With `completions`, the last response call of every request
+// (the one with PHP_WORKER_RESPONSE_DONE, refusals aside) is not made through
+// `respond`: it is queued for php_worker_completions_take(), and the descriptor of
+// php_worker_engine_completion_fd() becomes readable.
 // On success writes the engine to `*engine_out` and returns NULL; otherwise returns an
 // error to free with php_worker_error_delete(). Only one engine may exist per process.
 //
@@ -493,6 +510,34 @@ const char *php_worker_php_build(void);
 // # Safety
 // `command` and the strings it points to are valid for the call.
 int32_t php_worker_cli_run(const php_worker_cli_t *command);
+
+// The eventfd that is readable while completions are queued, or -1 when the engine was
+// created without `completions`. The core owns it (it closes it in
+// php_worker_engine_delete()); the host reads it (8 bytes, which clears it), then calls
+// php_worker_completions_take(). Any thread.
+//
+// # Safety
+// `engine` is live.
+int32_t php_worker_engine_completion_fd(const php_worker_engine_t *engine);
+
+// Takes every queued completion: the last response call of each of their requests, as
+// `respond` would have received it. Writes an array of them to `*items` and its length
+// to `*len` (NULL and 0 when none is queued), and returns the batch that owns them,
+// to free with php_worker_completions_delete() once the host copied what it keeps. For
+// each completion the host treats the response as a `respond` call with DONE: after
+// it, the request's handle is never used again. Any thread; never blocks on PHP.
+//
+// # Safety
+// `engine` is live; `items` and `len` are writable.
+php_worker_completions_t *php_worker_completions_take(const php_worker_engine_t *engine,
+                                                      const php_worker_completion_t **items,
+                                                      size_t *len);
+
+// Frees a batch of completions (NULL is ignored).
+//
+// # Safety
+// `batch` comes from php_worker_completions_take() and was not freed.
+void php_worker_completions_delete(php_worker_completions_t *batch);
 
 #ifdef __cplusplus
 }  // extern "C"

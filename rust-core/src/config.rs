@@ -16,6 +16,10 @@ pub struct EngineConfig {
     /// Requests that may wait for a thread in each pool before new ones are refused.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
+    /// Requests' last response calls go to the completion queue (php_worker_completions_take)
+    /// instead of the `respond` callback.
+    #[serde(default)]
+    pub completions: bool,
 }
 
 /// A worker script and the threads that keep it booted.

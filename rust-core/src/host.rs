@@ -2,8 +2,12 @@
 //! registered when it created the engine, wrapped so the rest of the crate calls safe
 //! methods, and the process environment the host had when PHP started.
 
+pub mod completions;
+
 use std::cell::RefCell;
 use std::sync::Arc;
+
+use completions::{Completion, Completions};
 
 use crate::abi::types::{Callbacks, Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_REFUSED, Response};
 use crate::layout::Strings;
@@ -58,6 +62,8 @@ pub fn fields_json(fields: &[LogField<'_>]) -> String {
 pub struct Host {
     callbacks: Callbacks,
     pub process_env: Strings,
+    /// Where requests' last response calls go, when the host asked for completions.
+    completions: Option<Completions>,
 }
 
 // SAFETY: the ABI requires the callbacks to be callable from any thread.
@@ -70,7 +76,31 @@ impl Host {
     /// Every callback in `callbacks` must follow the contract documented on
     /// [`Callbacks`] for as long as the host is alive.
     pub unsafe fn new(callbacks: Callbacks, process_env: Strings) -> Host {
-        Host { callbacks, process_env }
+        Host { callbacks, process_env, completions: None }
+    }
+
+    /// Requests' last response calls go to a completion queue from now on (see
+    /// host/completions.rs) instead of the `respond` callback.
+    pub fn enable_completions(&mut self) -> std::io::Result<()> {
+        self.completions = Some(Completions::new()?);
+        Ok(())
+    }
+
+    /// The completion queue, if the host asked for one.
+    pub fn completions(&self) -> Option<&Completions> {
+        self.completions.as_ref()
+    }
+
+    /// Hands a request's last response call to the host: queued as a completion, or
+    /// through the `respond` callback when the host takes no completions.
+    pub fn complete(&self, completion: Completion) {
+        match &self.completions {
+            Some(queue) => queue.push(completion),
+            None => {
+                let entry = completion.entry();
+                self.call_respond(entry.handle, &entry.response);
+            }
+        }
     }
 
     /// Hands response data to the host. Returns false when the client is gone.

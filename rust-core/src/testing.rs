@@ -100,6 +100,15 @@ pub fn test_host() -> Arc<Host> {
     Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) })
 }
 
+/// A host that takes requests' last response calls as completions.
+pub fn completing_host() -> Arc<Host> {
+    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+    // SAFETY: the callbacks above follow the contract.
+    let mut host = unsafe { Host::new(callbacks, Strings::from_process_env()) };
+    host.enable_completions().expect("an eventfd");
+    Arc::new(host)
+}
+
 /// A unique handle per test, so parallel tests read only their own calls.
 pub fn new_handle() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(1);

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::types::{
-    Callbacks, CliCommand, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
+    Callbacks, CliCommand, CompletionEntry, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
     PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
 };
 use crate::config::{EngineConfig, WorkerSpec};
 use crate::engine::Engine;
 use crate::error::{Error, Result, panic_message};
 use crate::host::Host;
+use crate::host::completions::Completion;
 use crate::layout::Strings;
 use crate::request::{Request, RunState};
 use crate::scaling::Limits;
@@ -31,6 +32,12 @@ pub struct RequestHandle {
 /// An error message (opaque), freed with php_worker_error_delete().
 pub struct ErrorHandle {
     message: String,
+}
+
+/// Completions the host took (opaque), freed with php_worker_completions_delete().
+pub struct CompletionsHandle {
+    _completions: Vec<Completion>,
+    entries: Vec<CompletionEntry>,
 }
 
 /// Bytes the core hands over (opaque), freed with php_worker_bytes_delete().
@@ -74,7 +81,11 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8]> {
 /// worker pools with php_worker_pool_new().
 ///
 /// `config_json` (`config_len` bytes, UTF-8 JSON, not NUL-terminated) is read during the
-/// call: `{"php_ini": {"key": "value"}, "queue_capacity": n}`. `callbacks` is copied.
+/// call: `{"php_ini": {"key": "value"}, "queue_capacity": n, "completions": bool}`.
+/// `callbacks` is copied. With `completions`, the last response call of every request
+/// (the one with PHP_WORKER_RESPONSE_DONE, refusals aside) is not made through
+/// `respond`: it is queued for php_worker_completions_take(), and the descriptor of
+/// php_worker_engine_completion_fd() becomes readable.
 /// On success writes the engine to `*engine_out` and returns NULL; otherwise returns an
 /// error to free with php_worker_error_delete(). Only one engine may exist per process.
 ///
@@ -96,7 +107,11 @@ pub unsafe extern "C" fn php_worker_engine_new(
         let (json, callbacks) = unsafe { (bytes(config_json, config_len)?, *callbacks) };
         let config = EngineConfig::from_json(json)?;
         // SAFETY: per the function contract.
-        let host = Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) });
+        let mut host = unsafe { Host::new(callbacks, Strings::from_process_env()) };
+        if config.completions {
+            host.enable_completions().map_err(|e| Error::Startup(format!("cannot create the completion queue: {e}")))?;
+        }
+        let host = Arc::new(host);
         let engine = Engine::start(&config, host)?;
         // SAFETY: `engine_out` is not NULL (checked) and writable by the function's contract.
         unsafe { *engine_out = Box::into_raw(Box::new(EngineHandle { engine })) };
@@ -485,4 +500,71 @@ pub unsafe extern "C" fn php_worker_cli_run(command: *const CliCommand) -> i32 {
         }
     }))
     .unwrap_or(2)
+}
+
+/// The eventfd that is readable while completions are queued, or -1 when the engine was
+/// created without `completions`. The core owns it (it closes it in
+/// php_worker_engine_delete()); the host reads it (8 bytes, which clears it), then calls
+/// php_worker_completions_take(). Any thread.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_completion_fd(engine: *const EngineHandle) -> i32 {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the function's contract: `engine` is live.
+        let engine = unsafe { engine_ref(engine) }.ok()?;
+        engine.host().completions().map(|c| c.fd())
+    }))
+    .ok()
+    .flatten()
+    .unwrap_or(-1)
+}
+
+/// Takes every queued completion: the last response call of each of their requests, as
+/// `respond` would have received it. Writes an array of them to `*items` and its length
+/// to `*len` (NULL and 0 when none is queued), and returns the batch that owns them,
+/// to free with php_worker_completions_delete() once the host copied what it keeps. For
+/// each completion the host treats the response as a `respond` call with DONE: after
+/// it, the request's handle is never used again. Any thread; never blocks on PHP.
+///
+/// # Safety
+/// `engine` is live; `items` and `len` are writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_completions_take(
+    engine: *const EngineHandle,
+    items: *mut *const CompletionEntry,
+    len: *mut usize,
+) -> *mut CompletionsHandle {
+    let batch = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the function's contract: `engine` is live.
+        let engine = unsafe { engine_ref(engine) }.ok()?;
+        let completions = engine.host().completions()?.take();
+        if completions.is_empty() {
+            return None;
+        }
+        let entries = completions.iter().map(|c| c.entry()).collect();
+        Some(Box::new(CompletionsHandle { _completions: completions, entries }))
+    }))
+    .ok()
+    .flatten();
+    let (ptr, n) = batch.as_ref().map_or((std::ptr::null(), 0), |b| (b.entries.as_ptr(), b.entries.len()));
+    // SAFETY: the function's contract: `items` and `len` are writable.
+    unsafe {
+        *items = ptr;
+        *len = n;
+    }
+    batch.map_or(std::ptr::null_mut(), Box::into_raw)
+}
+
+/// Frees a batch of completions (NULL is ignored).
+///
+/// # Safety
+/// `batch` comes from php_worker_completions_take() and was not freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_completions_delete(batch: *mut CompletionsHandle) {
+    if !batch.is_null() {
+        // SAFETY: the function's contract: from php_worker_completions_take(), not freed.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(batch) })));
+    }
 }

@@ -122,6 +122,14 @@ pub struct Response {
     pub retry_after_ms: u32,
 }
 
+/// A request's last response call, taken from the completion queue with
+/// php_worker_completions_take(): what `respond` would have received for `handle`.
+#[repr(C)]
+pub struct CompletionEntry {
+    pub handle: usize,
+    pub response: Response,
+}
+
 /// The host's callbacks, registered once with php_worker_engine_new(). Each is called
 /// on a PHP thread (or, for PHP_WORKER_RESPONSE_EXPIRED and log lines about stuck
 /// threads, on the core's watchdog thread), never on a thread of the host's and never

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{Refusal, Request};
 use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
+use crate::host::completions::Completion;
 use crate::host::{Host, Level, LogField};
 use crate::php::sys::ShimRequest;
 
@@ -303,10 +304,22 @@ impl RequestContext {
             self.scratch.output.clear();
             self.request.refuse(Refusal::Body);
         } else {
-            self.transmit_buffered(PHP_WORKER_RESPONSE_DONE);
+            self.hand_over_rest();
         }
         self.detached = true;
         self.request.mark_finished();
+    }
+
+    /// The last response call: what is buffered, with the headers unless they left,
+    /// handed over whole (a completion owns its parts; see host/completions.rs).
+    fn hand_over_rest(&mut self) {
+        let scratch = &mut self.scratch;
+        let (status, text) = if self.headers_sent { (0, Vec::new()) } else { (self.status, std::mem::take(&mut scratch.header_text)) };
+        let spans: &[[usize; 4]] = if self.headers_sent { &[] } else { &scratch.header_spans };
+        let completion = Completion::new(self.request.handle, status, text, spans, std::mem::take(&mut scratch.output), PHP_WORKER_RESPONSE_DONE);
+        scratch.header_spans.clear();
+        self.headers_sent = true;
+        self.request.host().complete(completion);
     }
 
     /// Builds the header list the host reads.
@@ -395,6 +408,31 @@ mod tests {
         assert_eq!(c.body, b"hello world");
         assert_eq!(c.flags, PHP_WORKER_RESPONSE_DONE);
         assert_eq!(c.headers, vec![("Content-type".into(), "text/plain".into()), ("X-A".into(), "b".into())]);
+    }
+
+    #[test]
+    fn the_last_call_becomes_a_completion_when_the_host_takes_them() {
+        let host = crate::testing::completing_host();
+        let handle = crate::testing::new_handle();
+        let (block, spans) = crate::request::encode(&crate::request::tests::fields("GET", "/srv/a.php"), &[], b"");
+        let r = Request::new(host.clone(), &block, &spans, 0, 0, 0, crate::abi::types::PHP_WORKER_REQUEST_BODY_COMPLETE, handle).unwrap();
+        let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+        ctx.add_header(b"Content-Type: text/plain");
+        ctx.headers_done(202);
+        assert!(ctx.write(b"queued"));
+        let scratch = ctx.finish(false);
+        assert!(calls_for(handle).is_empty(), "no respond callback");
+        let batch = host.completions().unwrap().take();
+        assert_eq!(batch.len(), 1);
+        let entry = batch[0].entry();
+        assert_eq!((entry.handle, entry.response.status, entry.response.flags), (handle, 202, PHP_WORKER_RESPONSE_DONE));
+        // SAFETY: the entry's pointers live as long as batch[0].
+        let (name, body) = unsafe {
+            let h = &*entry.response.headers;
+            (std::slice::from_raw_parts(h.name, h.name_len), std::slice::from_raw_parts(entry.response.body, entry.response.body_len))
+        };
+        assert_eq!((name, body), (&b"Content-Type"[..], &b"queued"[..]));
+        assert!(scratch.output.is_empty() && scratch.header_spans.is_empty(), "the thread's buffers start the next request empty");
     }
 
     #[test]
