@@ -401,8 +401,9 @@ pub unsafe extern "C" fn php_worker_request_submit(
 /// gone. Either way the request still ends with one DONE `respond` call.
 ///
 /// # Safety
-/// `request` comes from php_worker_request_submit() and its DONE `respond` call has
-/// not returned yet (the host serialises the two).
+/// `request` comes from php_worker_request_submit() and its DONE has not reached the
+/// host yet: its DONE `respond` call has not returned, or its completion's batch was
+/// not deleted (the host serialises the two).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) -> bool {
     // SAFETY: the handle is the request's run state, alive per the contract.

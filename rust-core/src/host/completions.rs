@@ -10,9 +10,12 @@
 //! waits on through Go's poller. That goroutine takes every queued completion at once.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::abi::types::{CompletionEntry, Header, Response};
+
+/// Something a completion keeps alive until the host deleted its batch.
+pub type KeepAlive = Arc<dyn std::any::Any + Send + Sync>;
 
 /// One request's last response call, owned.
 pub struct Completion {
@@ -24,6 +27,10 @@ pub struct Completion {
     headers: Vec<Header>,
     body: Vec<u8>,
     flags: u32,
+    /// Keeps alive what the host's cancel handle points at (the request's run state):
+    /// the request itself is gone once its completion is queued, and the host may cancel
+    /// until it took the completion.
+    _keep_alive: Option<KeepAlive>,
 }
 
 // SAFETY: the raw pointers in `headers` point into `header_text`, owned by the same
@@ -33,7 +40,15 @@ unsafe impl Send for Completion {}
 impl Completion {
     /// Takes ownership of a response's parts; `spans` are (name, name length, value,
     /// value length) offsets into `header_text`.
-    pub fn new(handle: usize, status: i32, header_text: Vec<u8>, spans: &[[usize; 4]], body: Vec<u8>, flags: u32) -> Completion {
+    pub fn new(
+        handle: usize,
+        status: i32,
+        header_text: Vec<u8>,
+        spans: &[[usize; 4]],
+        body: Vec<u8>,
+        flags: u32,
+        keep_alive: Option<KeepAlive>,
+    ) -> Completion {
         let base = header_text.as_ptr();
         let headers = spans
             .iter()
@@ -46,7 +61,7 @@ impl Completion {
                 value_len: vl,
             })
             .collect();
-        Completion { handle, status, header_text, headers, body, flags }
+        Completion { handle, status, header_text, headers, body, flags, _keep_alive: keep_alive }
     }
 
     /// The host's view: the handle and the response, valid while the completion lives.
@@ -134,8 +149,8 @@ mod tests {
     fn a_batch_signals_once_and_keeps_its_parts() {
         let c = Completions::new().unwrap();
         let text = b"Content-Typetext/plainX-Ab".to_vec();
-        c.push(Completion::new(7, 201, text.clone(), &[[0, 12, 12, 10], [22, 3, 25, 1]], b"hello".to_vec(), 2));
-        c.push(Completion::new(8, 200, Vec::new(), &[], Vec::new(), 2));
+        c.push(Completion::new(7, 201, text.clone(), &[[0, 12, 12, 10], [22, 3, 25, 1]], b"hello".to_vec(), 2, None));
+        c.push(Completion::new(8, 200, Vec::new(), &[], Vec::new(), 2, None));
         assert_eq!(eventfd_count(&c), 1, "one signal for a queue that was empty");
         assert_eq!(eventfd_count(&c), 0);
         let batch = c.take();
@@ -154,7 +169,7 @@ mod tests {
         assert_eq!((name, value, body), (&b"X-A"[..], &b"b"[..], &b"hello"[..]));
         assert_eq!(batch[0].header_text(), &text[..]);
         assert!(c.take().is_empty());
-        c.push(Completion::new(9, 200, Vec::new(), &[], Vec::new(), 2));
+        c.push(Completion::new(9, 200, Vec::new(), &[], Vec::new(), 2, None));
         assert_eq!(eventfd_count(&c), 1, "an emptied queue signals again");
     }
 }

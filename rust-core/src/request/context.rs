@@ -316,7 +316,9 @@ impl RequestContext {
         let scratch = &mut self.scratch;
         let (status, text) = if self.headers_sent { (0, Vec::new()) } else { (self.status, std::mem::take(&mut scratch.header_text)) };
         let spans: &[[usize; 4]] = if self.headers_sent { &[] } else { &scratch.header_spans };
-        let completion = Completion::new(self.request.handle, status, text, spans, std::mem::take(&mut scratch.output), PHP_WORKER_RESPONSE_DONE);
+        let state: Option<crate::host::completions::KeepAlive> = Some(self.request.run_state_ref());
+        let completion =
+            Completion::new(self.request.handle, status, text, spans, std::mem::take(&mut scratch.output), PHP_WORKER_RESPONSE_DONE, state);
         scratch.header_spans.clear();
         self.headers_sent = true;
         self.request.host().complete(completion);

@@ -37,7 +37,9 @@ pub struct Request {
     body_complete: bool,
     content_length: i64,
     handle: usize,
-    state: RunState,
+    /// Shared with the host's cancel handle, which must stay valid until the request's
+    /// DONE reached the host: a completion keeps a reference after the request is gone.
+    state: Arc<RunState>,
     finished: Cell<bool>,
     host: Arc<Host>,
     /// When the host submitted it: the start of its wait for a thread.
@@ -77,7 +79,7 @@ impl Request {
             body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
             content_length,
             handle,
-            state: RunState(AtomicU8::new(RunState::QUEUED)),
+            state: Arc::new(RunState(AtomicU8::new(RunState::QUEUED))),
             finished: Cell::new(false),
             host,
             created: Instant::now(),
@@ -119,6 +121,11 @@ impl Request {
     /// What `php_worker_request_cancel` acts on.
     pub fn run_state(&self) -> &RunState {
         &self.state
+    }
+
+    /// A reference to the run state that outlives the request (see `state`).
+    pub fn run_state_ref(&self) -> Arc<RunState> {
+        self.state.clone()
     }
 
     /// The bytes of a fixed field, without its NUL.
