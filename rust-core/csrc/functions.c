@@ -85,15 +85,6 @@ void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value)
 	smart_str_free(&json);
 }
 
-static void pw_forward_headers(void *ctx)
-{
-	zend_llist_position pos;
-	for (sapi_header_struct *h = zend_llist_get_first_ex(&SG(sapi_headers).headers, &pos); h;
-	     h = zend_llist_get_next_ex(&SG(sapi_headers).headers, &pos)) {
-		pw_rs_header(ctx, h->header, h->header_len);
-	}
-}
-
 void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value)
 {
 	zend_long status = 200;
@@ -128,9 +119,9 @@ void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value)
 	pw_rs_request_vars(ctx, &vars);
 	char name[256];
 	for (size_t i = 0; i < vars.pairs; i++) {
-		const uint32_t *s = vars.spans + 4 * i;
-		const char *var = vars.block + s[0];
-		size_t len = s[1];
+		pw_pair p = pw_vars_pair(&vars, i);
+		const char *var = p.name;
+		size_t len = p.name_len;
 		if (len <= 5 || len - 5 >= sizeof(name) || strncmp(var, "HTTP_", 5) != 0) {
 			continue;
 		}
@@ -146,7 +137,15 @@ void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value)
 				word_start = false;
 			}
 		}
-		add_assoc_stringl_ex(return_value, name, len - 5, (char *)vars.block + s[2], s[3]);
+		add_assoc_stringl_ex(return_value, name, len - 5, (char *)p.value, p.value_len);
+	}
+}
+
+static void pw_add_response_header(const char *line, size_t len, void *array)
+{
+	size_t name_len, value_at, value_len;
+	if (pw_rs_header_split(line, len, &name_len, &value_at, &value_len)) {
+		add_assoc_stringl_ex(array, line, name_len, (char *)line + value_at, value_len);
 	}
 }
 
@@ -155,27 +154,7 @@ void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value
 	ZEND_PARSE_PARAMETERS_NONE();
 
 	array_init(return_value);
-	zend_llist_position pos;
-	for (sapi_header_struct *h = zend_llist_get_first_ex(&SG(sapi_headers).headers, &pos); h;
-	     h = zend_llist_get_next_ex(&SG(sapi_headers).headers, &pos)) {
-		const char *colon = memchr(h->header, ':', h->header_len);
-		if (!colon) {
-			continue;
-		}
-		size_t name_len = colon - h->header;
-		while (name_len && (h->header[name_len - 1] == ' ' || h->header[name_len - 1] == '\t')) {
-			name_len--;
-		}
-		if (!name_len) {
-			continue;
-		}
-		const char *value = colon + 1;
-		const char *end = h->header + h->header_len;
-		while (value < end && (*value == ' ' || *value == '\t')) {
-			value++;
-		}
-		add_assoc_stringl_ex(return_value, h->header, name_len, (char *)value, end - value);
-	}
+	pw_each_response_header(pw_add_response_header, return_value);
 }
 
 /* ---- a per-thread environment ------------------------------------------------------ */
@@ -234,10 +213,10 @@ static void pw_import_environment(zval *array)
 	pw_shim_vars vars = {0};
 	pw_rs_env_all(SG(server_context), &vars);
 	for (size_t i = 0; i < vars.pairs; i++) {
-		const uint32_t *s = vars.spans + 4 * i;
+		pw_pair p = pw_vars_pair(&vars, i);
 		zval value;
-		ZVAL_STRINGL(&value, vars.block + s[2], s[3]);
-		zend_hash_str_update(Z_ARRVAL_P(array), vars.block + s[0], s[1], &value);
+		ZVAL_STRINGL(&value, p.value, p.value_len);
+		zend_hash_str_update(Z_ARRVAL_P(array), p.name, p.name_len, &value);
 	}
 }
 

@@ -229,6 +229,14 @@ bool pw_rs_flush(void *ctx);
 
 void pw_rs_header(void *ctx, const char *line, size_t len);
 
+// Splits a header line into its name and value (offsets into `line`), as the response
+// does; false when the line has no name.
+bool pw_rs_header_split(const char *line,
+                        size_t len,
+                        size_t *name_len,
+                        size_t *value_at,
+                        size_t *value_len);
+
 void pw_rs_headers_done(void *ctx, int status);
 
 size_t pw_rs_read_post(void *ctx, char *buf, size_t len, bool *aborted);
@@ -238,9 +246,6 @@ char *pw_rs_read_cookies(void *ctx);
 
 // The request's `$_SERVER` pairs (the shim adds the process environment before them).
 void pw_rs_server_vars(void *ctx, pw_shim_vars *vars);
-
-// getenv() of a configured `env` value; NULL lets PHP fall back to the process environment.
-char *pw_rs_getenv(void *ctx, const char *name, size_t len);
 
 int pw_rs_proto_num(void *ctx);
 
@@ -294,7 +299,9 @@ void pw_rs_worker_done(bool failed, size_t memory);
 // `req` is writable.
 void pw_rs_worker_idle(pw_shim_request *req);
 
-// getenv(name) for C; see csrc/pw_seam.h.
+// getenv(name) for C, the one lookup behind both getenv() and PHP's own sapi_getenv():
+// the thread's putenv()s, the request's env, then the process environment. The value
+// is followed by a NUL and lives until the thread's next putenv() or the request's end.
 //
 // # Safety
 // `name` is valid for `len` bytes; the out-pointers are writable.

@@ -55,17 +55,24 @@ static void pw_sapi_flush(void *server_context)
 	}
 }
 
+static void pw_forward_header(const char *line, size_t len, void *ctx)
+{
+	pw_rs_header(ctx, line, len);
+}
+
+void pw_forward_headers(void *ctx)
+{
+	pw_each_response_header(pw_forward_header, ctx);
+}
+
 static int pw_sapi_send_headers(sapi_headers_struct *headers)
 {
 	void *ctx = SG(server_context);
 	if (!ctx || SG(request_info).no_headers) {
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
-	zend_llist_position pos;
-	for (sapi_header_struct *h = zend_llist_get_first_ex(&headers->headers, &pos); h;
-	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
-		pw_rs_header(ctx, h->header, h->header_len);
-	}
+	/* PHP passes its own SG(sapi_headers). */
+	pw_forward_headers(ctx);
 	pw_rs_headers_done(ctx, headers->http_response_code ? headers->http_response_code : 200);
 	return SAPI_HEADER_SENT_SUCCESSFULLY;
 }
@@ -132,12 +139,12 @@ static void pw_build_env_strings(const pw_shim_vars *env)
 	pw_env_strings = pemalloc(sizeof(zend_string *) * 2 * (env->pairs ? env->pairs : 1), 1);
 	pw_env_pairs = 0;
 	for (size_t i = 0; i < env->pairs; i++) {
-		const uint32_t *s = env->spans + 4 * i;
-		if (!pw_plain_name(env->block + s[0], s[1])) {
+		pw_pair p = pw_vars_pair(env, i);
+		if (!pw_plain_name(p.name, p.name_len)) {
 			continue;
 		}
-		pw_env_strings[2 * pw_env_pairs] = pw_shared_string(env->block + s[0], s[1]);
-		pw_env_strings[2 * pw_env_pairs + 1] = pw_shared_string(env->block + s[2], s[3]);
+		pw_env_strings[2 * pw_env_pairs] = pw_shared_string(p.name, p.name_len);
+		pw_env_strings[2 * pw_env_pairs + 1] = pw_shared_string(p.value, p.value_len);
 		pw_env_pairs++;
 	}
 }
@@ -158,10 +165,10 @@ static void pw_register_request_vars(const pw_shim_vars *vars, zval *track_vars)
 {
 	HashTable *ht = Z_ARRVAL_P(track_vars);
 	for (size_t i = 0; i < vars->pairs; i++) {
-		const uint32_t *s = vars->spans + 4 * i;
-		const char *name = vars->block + s[0];
-		char *value = (char *)vars->block + s[2];
-		size_t value_len = s[3];
+		pw_pair p = pw_vars_pair(vars, i);
+		const char *name = p.name;
+		char *value = (char *)p.value;
+		size_t value_len = p.value_len;
 		if (pw_filter_server_vars) {
 			size_t new_len = value_len;
 			/* The filter extension keeps a raw copy for filter_input(INPUT_SERVER) and
@@ -169,10 +176,10 @@ static void pw_register_request_vars(const pw_shim_vars *vars, zval *track_vars)
 			if (sapi_module.input_filter(PARSE_SERVER, name, &value, value_len, &new_len)) {
 				php_register_variable_safe(name, value, new_len, track_vars);
 			}
-		} else if (pw_plain_name(name, s[1])) {
+		} else if (pw_plain_name(name, p.name_len)) {
 			zval zv;
 			ZVAL_STRINGL_FAST(&zv, value, value_len);
-			zend_hash_str_update(ht, name, s[1], &zv);
+			zend_hash_str_update(ht, name, p.name_len, &zv);
 		} else {
 			php_register_variable_safe(name, value, value_len, track_vars);
 		}
@@ -198,12 +205,12 @@ static void pw_sapi_register_server_variables(zval *track_vars)
 	pw_register_request_vars(&request, track_vars);
 }
 
+/* PHP's own lookups (sapi_getenv) see what getenv() sees: the one path, in Rust. */
 static char *pw_sapi_getenv(const char *name, size_t len)
 {
-	if (!SG(server_context)) {
-		return NULL;
-	}
-	return pw_rs_getenv(SG(server_context), name, len);
+	const char *value;
+	size_t value_len;
+	return pw_rs_env_get(SG(server_context), name, len, &value, &value_len) ? (char *)value : NULL;
 }
 
 /* The PHP error being reported on this thread, while PHP's error callback runs: PHP

@@ -29,8 +29,36 @@
 
 #define PW_FATAL_ERRORS (E_ERROR | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR | E_PARSE | E_RECOVERABLE_ERROR)
 
+/* One (name, value) pair of a span list. The list's layout (four u32 per pair: name
+ * offset and length, value offset and length, into one block) is read here only. */
+typedef struct pw_pair {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+} pw_pair;
+
+static inline pw_pair pw_vars_pair(const pw_shim_vars *vars, size_t i)
+{
+	const uint32_t *s = vars->spans + 4 * i;
+	return (pw_pair){vars->block + s[0], s[1], vars->block + s[2], s[3]};
+}
+
+/* Calls fn with each header line PHP holds for the response (header(), setcookie()), in
+ * order: the one walk of SG(sapi_headers). */
+static inline void pw_each_response_header(void (*fn)(const char *line, size_t len, void *arg), void *arg)
+{
+	zend_llist_position pos;
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&SG(sapi_headers).headers, &pos); h;
+	     h = zend_llist_get_next_ex(&SG(sapi_headers).headers, &pos)) {
+		fn(h->header, h->header_len, arg);
+	}
+}
+
 /* sapi.c */
 extern sapi_module_struct pw_sapi_module;
+/* Hands every response header line to Rust, which parses and keeps them. */
+void pw_forward_headers(void *ctx);
 
 /* lifecycle.c: SG(request_info) and SG(server_context) for a request, and back. */
 void pw_fill_request_info(const pw_shim_request *req);

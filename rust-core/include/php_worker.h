@@ -463,8 +463,9 @@ int32_t php_worker_request_submit(const php_worker_engine_t *engine,
 // gone. Either way the request still ends with one DONE `respond` call.
 //
 // # Safety
-// `request` comes from php_worker_request_submit() and its DONE `respond` call has
-// not returned yet (the host serialises the two).
+// `request` comes from php_worker_request_submit() and its DONE has not reached the
+// host yet: its DONE `respond` call has not returned, or its completion's batch was
+// not deleted (the host serialises the two).
 bool php_worker_request_cancel(php_worker_request_t *request);
 
 // The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid

@@ -184,15 +184,10 @@ impl RequestContext {
 
     /// One raw header line from PHP's list ("Name: value").
     pub fn add_header(&mut self, line: &[u8]) {
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            self.log(Level::Debug, &format!("dropping header line without a colon: {:?}", String::from_utf8_lossy(line)));
+        let Some((name, value)) = split_header_line(line) else {
+            self.log(Level::Debug, &format!("dropping header line without a name: {:?}", String::from_utf8_lossy(line)));
             return;
         };
-        let name = trim(&line[..colon]);
-        let value = trim(&line[colon + 1..]);
-        if name.is_empty() {
-            return;
-        }
         let text = &mut self.scratch.header_text;
         let name_at = text.len();
         text.extend_from_slice(name);
@@ -376,6 +371,15 @@ impl RequestContext {
     }
 }
 
+/// A header line as PHP keeps it ("Name: value") split into its name and value, both
+/// trimmed of spaces and tabs; None without a colon or a name. The one parser of header
+/// lines: the response's, and frankenphp_response_headers() through pw_rs_header_split.
+pub fn split_header_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = line.iter().position(|&b| b == b':')?;
+    let name = trim(&line[..colon]);
+    (!name.is_empty()).then(|| (name, trim(&line[colon + 1..])))
+}
+
 fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
@@ -418,12 +422,17 @@ mod tests {
         let handle = crate::testing::new_handle();
         let (block, spans) = crate::request::encode(&crate::request::tests::fields("GET", "/srv/a.php"), &[], b"");
         let r = Request::new(host.clone(), &block, &spans, 0, 0, 0, crate::abi::types::PHP_WORKER_REQUEST_BODY_COMPLETE, handle).unwrap();
+        // What the host's cancel handle points at.
+        let state = r.run_state_ref();
+        assert!(state.start());
         let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.add_header(b"Content-Type: text/plain");
         ctx.headers_done(202);
         assert!(ctx.write(b"queued"));
         let scratch = ctx.finish(false);
         assert!(calls_for(handle).is_empty(), "no respond callback");
+        assert_eq!(std::sync::Arc::strong_count(&state), 2, "the queued completion keeps the run state alive");
+        assert!(!state.cancel(), "a cancel before the host took the completion finds a finished request");
         let batch = host.completions().unwrap().take();
         assert_eq!(batch.len(), 1);
         let entry = batch[0].entry();
@@ -435,6 +444,8 @@ mod tests {
         };
         assert_eq!((name, body), (&b"Content-Type"[..], &b"queued"[..]));
         assert!(scratch.output.is_empty() && scratch.header_spans.is_empty(), "the thread's buffers start the next request empty");
+        drop(batch);
+        assert_eq!(std::sync::Arc::strong_count(&state), 1, "the deleted batch let go of the run state");
     }
 
     #[test]

@@ -160,11 +160,6 @@ impl Request {
     }
 
     /// The value `getenv(name)` gets from the configured environment, as a C string.
-    pub fn env_lookup(&self, name: &[u8]) -> Option<*const c_char> {
-        // Values are NUL-terminated in the block.
-        self.env_value(name).map(|v| v.as_ptr().cast())
-    }
-
     /// The configured env value of `name` (the last one set), without its NUL.
     pub fn env_value(&self, name: &[u8]) -> Option<&[u8]> {
         let (_, pairs) = self.var_spans();
@@ -347,10 +342,11 @@ pub(crate) mod tests {
         assert_eq!(r.field(Field::ScriptFilename), b"/srv/a.php");
         assert!(r.field_ptr_or_null(Field::Cookie).is_null());
         assert_eq!(r.var_spans().1, 2);
-        assert!(r.env_lookup(b"A").is_none(), "only env pairs answer getenv");
-        let v = r.env_lookup(b"APP_ENV").unwrap();
-        // SAFETY: env_lookup returns a NUL-terminated string that lives with `r`.
-        assert_eq!(unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes(), b"prod");
+        assert!(r.env_value(b"A").is_none(), "only env pairs answer getenv");
+        let v = r.env_value(b"APP_ENV").unwrap();
+        assert_eq!(v, b"prod");
+        // SAFETY: the block keeps a NUL after each value (getenv hands it to C as is).
+        assert_eq!(unsafe { *v.as_ptr().add(v.len()) }, 0);
         assert_eq!(r.proto_num(), 1001);
         r.disown();
     }

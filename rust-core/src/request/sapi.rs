@@ -6,6 +6,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+use super::context::split_header_line;
 use super::{RequestContext, Sink};
 use crate::abi::types::Field;
 use crate::host::{Level, LogField, log_unattached};
@@ -63,6 +64,30 @@ unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: us
     })
 }
 
+/// Splits a header line into its name and value (offsets into `line`), as the response
+/// does; false when the line has no name.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_header_split(
+    line: *const c_char,
+    len: usize,
+    name_len: *mut usize,
+    value_at: *mut usize,
+    value_len: *mut usize,
+) -> bool {
+    guard(false, || {
+        // SAFETY: PHP lends the header line, `len` bytes, for the call.
+        let line = unsafe { bytes(line, len) };
+        let Some((name, value)) = split_header_line(line) else { return false };
+        // SAFETY: the shim passes writable out-parameters.
+        unsafe {
+            *name_len = name.len();
+            *value_at = value.as_ptr() as usize - line.as_ptr() as usize;
+            *value_len = value.len();
+        }
+        true
+    })
+}
+
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_headers_done(ctx: *mut c_void, status: c_int) {
     guard((), || {
@@ -108,17 +133,6 @@ unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars) {
             // SAFETY: the shim passes a writable struct.
             unsafe { *vars = ShimVars { block: ctx.request().block().as_ptr().cast(), spans: spans.as_ptr(), pairs } };
         }
-    })
-}
-
-/// getenv() of a configured `env` value; NULL lets PHP fall back to the process environment.
-#[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_getenv(ctx: *mut c_void, name: *const c_char, len: usize) -> *mut c_char {
-    // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
-    guard(std::ptr::null_mut(), || match unsafe { context(ctx) } {
-        // SAFETY: the shim lends the name, `len` bytes, for the call.
-        Some(ctx) => ctx.request().env_lookup(unsafe { bytes(name, len) }).unwrap_or(std::ptr::null()).cast_mut(),
-        None => std::ptr::null_mut(),
     })
 }
 

@@ -24,7 +24,9 @@ unsafe fn request<'a>(ctx: *mut c_void) -> Option<&'a RequestContext> {
     unsafe { ctx.cast::<RequestContext>().as_ref() }
 }
 
-/// getenv(name) for C; see csrc/pw_seam.h.
+/// getenv(name) for C, the one lookup behind both getenv() and PHP's own sapi_getenv():
+/// the thread's putenv()s, the request's env, then the process environment. The value
+/// is followed by a NUL and lives until the thread's next putenv() or the request's end.
 ///
 /// # Safety
 /// `name` is valid for `len` bytes; the out-pointers are writable.
@@ -41,7 +43,7 @@ pub unsafe extern "C" fn pw_rs_env_get(
         let name = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
         let as_raw = |v: &[u8]| (v.as_ptr().cast::<c_char>(), v.len());
         // The thread's own value lives in its state until its next putenv().
-        let own = try_with_thread(|t| t.env.set.get(name).map(|v| v.as_deref().map(as_raw))).flatten();
+        let own = try_with_thread(|t| t.env.set.get(name).map(|v| v.as_deref().map(without_nul).map(as_raw))).flatten();
         let found = match own {
             Some(found) => found,
             // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
@@ -75,11 +77,17 @@ pub unsafe extern "C" fn pw_rs_env_put(setting: *const c_char, len: usize) {
         // SAFETY: the function's contract: `setting` is valid for `len` bytes.
         let setting = unsafe { std::slice::from_raw_parts(setting.cast::<u8>(), len) };
         let (name, value) = match setting.iter().position(|&b| b == b'=') {
-            Some(eq) => (&setting[..eq], Some(setting[eq + 1..].to_vec())),
+            // NUL-terminated as every other value getenv finds (see pw_rs_env_get).
+            Some(eq) => (&setting[..eq], Some([&setting[eq + 1..], b"\0"].concat())),
             None => (setting, None),
         };
         try_with_thread(|t| t.env.set.insert(name.to_vec(), value));
     })
+}
+
+/// A putenv() value without the NUL it is stored with.
+fn without_nul(v: &[u8]) -> &[u8] {
+    v.strip_suffix(b"\0").unwrap_or(v)
 }
 
 /// Environment pairs merged in order of precedence, later sets winning.
@@ -128,7 +136,7 @@ pub unsafe extern "C" fn pw_rs_env_all(ctx: *mut c_void, vars: *mut ShimVars) {
         }
         try_with_thread(|t| {
             for (k, v) in &t.env.set {
-                merged.set(k, v.as_deref());
+                merged.set(k, v.as_deref().map(without_nul));
             }
             t.env.merged = merged.into_strings();
             let m = &t.env.merged;
