@@ -222,3 +222,28 @@ def test_flush_empties_the_table(app):
     assert call(app, "/get", k=k)["type"] == "null"
     assert table(app, "exists", t=t, key="r") is False
     assert table(app, "count", t=t) == 0, "flush empties the whole table, tables included"
+
+
+def test_a_web_page_keeps_its_session_across_worker_threads(app):
+    """/page goes through the `web` middleware group: encrypted cookies, a file session,
+    a CSRF token and a Blade view. Its session count goes on whichever thread serves it."""
+    first = app.get("/page")
+    assert first.status == 200, first.text[:2000]
+    assert first.header("Content-Type").startswith("text/html")
+    assert "<h1>php_worker on Laravel</h1>" in first.text and "Visit 1 of this session." in first.text
+    assert first.text.count("<li>") == 20 and "Item 20: 25.00" in first.text
+    cookies = {c.split("=", 1)[0]: c.split(";", 1)[0] for c in first.headers_all("Set-Cookie")}
+    assert set(cookies) >= {"laravel_session", "XSRF-TOKEN"}, first.headers_all("Set-Cookie")
+    jar = "; ".join(cookies.values())
+    for visit in range(2, 6):
+        r = app.get("/page", headers={"Cookie": jar})
+        assert r.status == 200 and f"Visit {visit} of this session." in r.text, r.text[:2000]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        rest = list(pool.map(lambda _: app.get("/page", headers={"Cookie": jar}), range(40)))
+    assert all(r.status == 200 and "Visit " in r.text for r in rest), [r.status for r in rest]
+    assert len({r.header("X-Boot") for r in rest}) == 2, "both worker threads served the session"
+    # Laravel's file sessions do not lock: concurrent visits may count once, not lose it.
+    last = app.get("/page", headers={"Cookie": jar}).text
+    assert int(last.split("Visit ")[1].split(" ")[0]) > 6, last[:500]
+    fresh = app.get("/page")
+    assert "Visit 1 of this session." in fresh.text, "a client without the cookie starts a new session"

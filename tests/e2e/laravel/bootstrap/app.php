@@ -23,9 +23,13 @@ spl_autoload_register(static function (string $class): void {
 // Laravel writes its provider manifests (bootstrap/cache/*.php by default) while it
 // boots: keep them out of the repository.
 $cache = getenv('LARAVEL_CACHE_DIR') ?: sys_get_temp_dir() . '/php-worker-laravel-' . md5(__DIR__);
-if (!is_dir($cache)) {
-    @mkdir($cache, 0777, true);
+foreach (['', '/sessions', '/views'] as $dir) {
+    if (!is_dir($cache . $dir)) {
+        @mkdir($cache . $dir, 0777, true);
+    }
 }
+// config/session.php and config/view.php put their files there too.
+$_SERVER['LARAVEL_CACHE_DIR'] = $_ENV['LARAVEL_CACHE_DIR'] = $cache;
 foreach (['APP_PACKAGES_CACHE' => 'packages.php', 'APP_SERVICES_CACHE' => 'services.php',
           'APP_CONFIG_CACHE' => 'config.php', 'APP_ROUTES_CACHE' => 'routes.php',
           'APP_EVENTS_CACHE' => 'events.php'] as $name => $file) {
@@ -33,7 +37,7 @@ foreach (['APP_PACKAGES_CACHE' => 'packages.php', 'APP_SERVICES_CACHE' => 'servi
 }
 
 $app = new Illuminate\Foundation\Application(dirname(__DIR__));
-$app->singleton(Illuminate\Contracts\Http\Kernel::class, Illuminate\Foundation\Http\Kernel::class);
+$app->singleton(Illuminate\Contracts\Http\Kernel::class, App\Http\Kernel::class);
 $app->singleton(Illuminate\Contracts\Console\Kernel::class, Illuminate\Foundation\Console\Kernel::class);
 $app->singleton(Illuminate\Contracts\Debug\ExceptionHandler::class, App\Exceptions\Handler::class);
 $app->booted(static function () {

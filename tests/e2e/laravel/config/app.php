@@ -8,8 +8,15 @@ return [
     'timezone' => 'UTC',
     'locale' => 'en',
     'fallback_locale' => 'en',
+    // A fixed key: this app only ever runs in tests and benchmarks.
+    'key' => 'base64:cGhwX3dvcmtlciB0ZXN0IGtleSwgbm8gc2VjcmV0ISE=',
+    'cipher' => 'AES-256-CBC',
     'providers' => [
         Illuminate\Cache\CacheServiceProvider::class,
+        Illuminate\Cookie\CookieServiceProvider::class, // the `web` group (/page)
+        Illuminate\Encryption\EncryptionServiceProvider::class,
+        Illuminate\Session\SessionServiceProvider::class,
+        Illuminate\View\ViewServiceProvider::class,
         Illuminate\Database\DatabaseServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
         Illuminate\Foundation\Providers\ConsoleSupportServiceProvider::class, // artisan migrate

@@ -8,11 +8,20 @@ $kernel = $app->make(Illuminate\Contracts\Http\Kernel::class);
 $kernel->bootstrap();
 $app->instance('boot_id', bin2hex(random_bytes(6))); // tells the threads apart
 
-$handler = static function () use ($kernel): void {
+$handler = static function () use ($app, $kernel): void {
     $request = Illuminate\Http\Request::capture();
     $response = $kernel->handle($request);
     $response->send(); // calls fastcgi_finish_request()
     $kernel->terminate($request, $response);
+    // The booted app's singletons outlive the request. The session store keeps the
+    // attributes it loaded (the next visitor, without a cookie, would get them) and the
+    // cookie jar its queued cookies: reset both, as Octane's listeners do.
+    if ($app->resolved('session')) {
+        $app['session']->forgetDrivers();
+    }
+    if ($app->resolved('cookie')) {
+        $app['cookie']->flushQueuedCookies();
+    }
 };
 
 $max = (int) ($_SERVER['MAX_REQUESTS'] ?? 0);

@@ -125,3 +125,16 @@ Route::get('/octane/log', function () {
 Route::get('/octane/exit', function () {
     exit(3);
 });
+
+// A page through the `web` middleware group (app/Http/Kernel.php): encrypted cookies, a
+// file session that counts the visits, a CSRF token and a Blade view. The benchmark's
+// Laravel workload requests it.
+Route::middleware('web')->get('/page', function (Request $r) {
+    $visits = $r->session()->increment('visits');
+    $items = [];
+    for ($i = 1; $i <= 20; $i++) {
+        $items[] = ['name' => "Item $i", 'price' => $i * 1.25];
+    }
+    return response()->view('page', ['title' => 'php_worker on Laravel', 'visits' => $visits, 'items' => $items])
+        ->header('X-Boot', app()->bound('boot_id') ? app('boot_id') : '');
+});
