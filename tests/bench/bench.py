@@ -14,6 +14,7 @@ line in its list below.
 
 import argparse
 import datetime
+import http.client
 import json
 import os
 import platform
@@ -669,14 +670,16 @@ def large_responses(servers, q):
     return [{"server": name, "rps": sorted(v)[len(v) // 2], "rounds": v} for name, v in rounds.items()]
 
 
-def profile(server, seconds=6):
-    """Where the server's CPU goes under the closed-loop hello-world load: perf samples
-    (software clock) grouped by thread and by function. Empty when perf is missing."""
+def profile(server, path="/", seconds=6, conns=64, extra=(), flame="profile.svg",
+            title="php_worker worker mode, hello world"):
+    """Where the server's CPU goes under a closed-loop load of `path`: perf samples
+    (software clock) grouped by thread, by function, by component and by binary. Empty
+    when perf is missing."""
     if not shutil.which("perf"):
         return {}
     data = server.workdir / "perf.data"
-    load = subprocess.Popen(["oha", "--no-tui", "--output-format", "json", "-c", "64", "-z", f"{seconds + 2}s",
-                             server.url("/")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    load = subprocess.Popen(["oha", "--no-tui", "--output-format", "json", "-c", str(conns), "-z", f"{seconds + 2}s",
+                             *extra, server.url(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(1)
     subprocess.run(["perf", "record", "-F", "499", "-g", "-p", str(server.proc.pid), "-o", str(data), "--",
                     "sleep", str(seconds)], capture_output=True)
@@ -704,9 +707,9 @@ def profile(server, seconds=6):
     switching = sum(share for share, sym in report("--no-children", "--comm", php_comms, "--sort", "sym")
                     if "finish_task_switch" in sym or "schedule" in sym) if php_comms else 0
     components, folded = split_by_component(data)
-    flame = BENCH / "profile.svg"
+    flame = BENCH / flame
     if folded and shutil.which("inferno-flamegraph"):
-        svg = subprocess.run(["inferno-flamegraph", "--minwidth", "1", "--title", "php_worker worker mode, hello world"],
+        svg = subprocess.run(["inferno-flamegraph", "--minwidth", "1", "--title", title],
                              input="".join(f"{stack} {n}\n" for stack, n in folded.items()),
                              capture_output=True, text=True)
         if svg.returncode == 0:
@@ -715,8 +718,17 @@ def profile(server, seconds=6):
                "runtime.mstart", "runtime.cgocallback", "_cgoexp_", "crosscall2", "runtime.cgocallbackg")
     top = [(share, sym) for share, sym in report("--children", "--sort", "sym")
            if not any(g in sym for g in generic)][:40]
+    # By binary: unlike the call stacks, this holds without frame pointers in PHP's build.
+    binaries = {}
+    for share, dso in report("--no-children", "--sort", "dso"):
+        name = ("PHP (libphp: the app's own work)" if "libphp" in dso else
+                "./caddy (Caddy, Go, php_worker)" if dso == "caddy" else
+                "kernel" if "kernel" in dso else
+                "libc and other libraries")
+        binaries[name] = binaries.get(name, 0) + share
     return {"threads": threads, "php_switching": switching, "top": top, "requests": requests,
-            "components": components, "flame_graph": flame.exists() and bool(folded)}
+            "components": components, "binaries": sorted(((v, k) for k, v in binaries.items()), reverse=True),
+            "flame_graph": flame.exists() and bool(folded), "flame_file": flame.name}
 
 
 # The parts of a request's cost, tried in order: a sample belongs to the first component
@@ -769,6 +781,78 @@ def split_by_component(data):
     done()
     shares = sorted(((100 * n / total, name) for name, n in counts.items()), reverse=True) if total else []
     return shares, folded
+
+
+LARAVEL_APP = REPO / "tests" / "e2e" / "laravel"
+LARAVEL_PAGE = "/page"
+
+
+def is_laravel_page(body):
+    return b"<h1>php_worker on Laravel</h1>" in body and body.count(b"<li>") == 20
+
+
+def laravel_servers():
+    """Debian's Laravel 8 (the test app of tests/e2e/laravel), 4 PHP threads or children
+    each; every server keeps its sessions and compiled views in a folder of its own."""
+    def env(name):
+        return {"LARAVEL_CACHE_DIR": str(WORK / f"laravel-{name}")}
+    return [
+        PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("worker"),
+                  label="Laravel 8, php_worker worker, 4 threads"),
+        PhpWorker(LARAVEL_APP, threads=4, env=env("classic"), label="Laravel 8, php_worker classic, 4 threads"),
+        NginxFpm(LARAVEL_APP, children=4, env=env("fpm"), label="Laravel 8, nginx + php-fpm, 4 children"),
+    ]
+
+
+def session_cookie(server):
+    """The cookies of a first visit to the page: the load then runs as one returning
+    visitor, so each request reads and writes one session file."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("GET", LARAVEL_PAGE)
+        r = conn.getresponse()
+        r.read()
+        cookies = [v.split(";", 1)[0] for k, v in r.getheaders() if k.lower() == "set-cookie"]
+    finally:
+        conn.close()
+    check(any(c.startswith("laravel_session=") for c in cookies), f"{server.name}: no session cookie ({cookies})")
+    return "; ".join(cookies)
+
+
+def workload_laravel(q):
+    """A real framework: a Laravel 8 page through the `web` middleware group (encrypted
+    cookies, a file session, CSRF, a Blade view), closed loop at 32 connections, the
+    median of rounds that visit each server in turn. Then where php_worker's worker mode
+    spends its CPU on it."""
+    servers = laravel_servers()
+    runs = [Run(server, LARAVEL_PAGE, is_laravel_page) for server in servers]
+    for run in runs:
+        run.__enter__()
+    try:
+        headers = {s.name: ("-H", f"Cookie: {session_cookie(s)}") for s in servers}
+        for server in servers:
+            oha(server, LARAVEL_PAGE, conns=32, duration=1 if q else 3, extra=headers[server.name])
+        peaks = {s.name: [] for s in servers}
+        for _ in range(1 if q else 3):
+            for server in servers:
+                r = oha(server, LARAVEL_PAGE, conns=32, duration=q.short if q else 8, extra=headers[server.name])
+                check_answered(r, server.name)
+                peaks[server.name].append(r)
+        rows = []
+        for server in servers:
+            ordered = sorted(peaks[server.name], key=lambda r: r["ok_rps"])
+            peak = ordered[len(ordered) // 2]
+            row = {"server": server.name, "peak": peak, "peaks": [r["ok_rps"] for r in ordered],
+                   "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6}
+            if not q and isinstance(server, PhpWorker) and server.worker:
+                row["profile"] = profile(server, LARAVEL_PAGE, conns=32, extra=headers[server.name],
+                                         flame="profile-laravel.svg", title="php_worker worker mode, Laravel 8 page")
+            log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {row['cpu_us']:,.0f} µs of CPU per request")
+            rows.append(row)
+    finally:
+        for run in runs:
+            run.__exit__(None, None, None)
+    return {"rows": rows}
 
 
 def is_boot_json(body):
@@ -1030,6 +1114,44 @@ def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
 
 
+def write_laravel(w, laravel):
+    w("## 2. A real framework: a Laravel 8 page\n")
+    w("Debian's Laravel 8 (php-laravel-framework, no Composer), the test app of tests/e2e/laravel: `GET /page` "
+      "goes through the `web` middleware group (encrypted cookies, a file session that counts the visits, "
+      "CSRF, route bindings) and renders a Blade view of 20 items. One returning visitor: every request "
+      "carries the cookies of a first visit, so each reads and writes one session file. Closed loop, 32 "
+      "connections, 8 s, the median of three rounds that visit the servers in turn. Classic mode and php-fpm "
+      "boot the app on every request (OPcache on); worker mode boots it once per thread.\n")
+    rows = laravel["rows"]
+    fpm = next((r for r in rows if "php-fpm" in r["server"]), None)
+    w("| server | req/s (median) | rounds | × php-fpm | CPU µs per request | p50 ms | p99 ms | failed |")
+    w("|---|---:|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        p = r["peak"]
+        ratio = f"{p['ok_rps'] / fpm['peak']['ok_rps']:.1f}×" if fpm else "–"
+        w(f"| {r['server']} | {fmt(p['ok_rps'])} | {' / '.join(fmt(x) for x in r['peaks'])} | {ratio} | "
+          f"{r['cpu_us']:,.0f} | {p['p50_ms']:.1f} | {p['p99_ms']:.1f} | {p['bad']} |")
+    w("")
+    prof = next((r["profile"] for r in rows if r.get("profile")), None)
+    if prof:
+        w("Where worker mode's CPU goes on this page (perf, by binary; PHP's build has no frame pointers, "
+          "so this split is the reliable one):\n")
+        w("| binary | share of samples |")
+        w("|---|---:|")
+        for share, name in prof.get("binaries", []):
+            w(f"| {name} | {share:.1f}% |")
+        w("")
+        if prof.get("components"):
+            w("And by component (first match on the call stack, as for hello world):\n")
+            w("| component | share |")
+            w("|---|---:|")
+            for share, name in prof["components"]:
+                w(f"| {name} | {share:.1f}% |")
+            w("")
+        if prof.get("flame_graph"):
+            w(f"Flame graph: [{prof['flame_file']}]({prof['flame_file']}).\n")
+
+
 def write_results(results, elapsed):
     hello, boot, io, mem = results["hello"], results["boot"], results["io"], results["memory"]
     by = {r["server"]: r for r in hello["rows"]}
@@ -1054,6 +1176,12 @@ def write_results(results, elapsed):
     bf = next(r for r in boot["rows"] if r["server"].startswith("nginx"))
     w(f"- 200 ms bootstrap, warm: **{bw['warm']['ok_rps'] / bf['warm']['ok_rps']:.0f}×** php-fpm "
       f"({fmt(bw['warm']['ok_rps'])} vs {fmt(bf['warm']['ok_rps'], 1)} req/s).")
+    if results.get("laravel"):
+        lr = results["laravel"]["rows"]
+        lw = next(r for r in lr if "worker" in r["server"])
+        lf = next(r for r in lr if "php-fpm" in r["server"])
+        w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
+          f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
     w(f"- Memory: **{mem['per_thread_mb']:.1f} MB** of RSS per added worker thread.\n")
 
     w("## 1. Hello world\n")
@@ -1081,7 +1209,10 @@ def write_results(results, elapsed):
             w(f"| {r['server']} | {fmt(r['rps'])} | {' / '.join(fmt(x) for x in r['rounds'])} |")
         w("")
 
-    w("## 2. Framework boot cost (200 ms bootstrap)\n")
+    if results.get("laravel"):
+        write_laravel(w, results["laravel"])
+
+    w("## 3. Framework boot cost (200 ms bootstrap)\n")
     w("Cold: 20 requests at concurrency 1 right after start. Warm: requests at concurrency 20 (1,000 for worker "
       "mode; 300 where the bootstrap runs on every request). php_worker worker mode: 4 threads, max_requests 500.\n")
     w("| server | cold mean ms | cold p95 ms | warm req/s | warm mean ms | warm p95 ms |")
@@ -1095,7 +1226,7 @@ def write_results(results, elapsed):
 
     for variant in io:
         title = "real queries" if variant["variant"] == "queries" else "each statement waits 5 ms (pg_sleep)"
-        w(f"## 3. I/O-bound: 10 SQL statements per request, {title}\n")
+        w(f"## 4. I/O-bound: 10 SQL statements per request, {title}\n")
         w("PostgreSQL 15 on the same machine, seeded with 100 users and 1,000 posts; one connection per PHP "
           "thread or php-fpm child. Constant arrival rates, 8 s each, raised until the server saturates.\n")
         w("| server | idle p50 ms | offered req/s | achieved req/s | p50 ms | p95 ms | p99 ms | failed | "
@@ -1115,7 +1246,7 @@ def write_results(results, elapsed):
         if scaled:
             w(scaled["text"] + "\n")
 
-    w("## 4. Memory\n")
+    w("## 5. Memory\n")
     w("| worker threads | RSS MB |")
     w("|---:|---:|")
     for r in mem["by_threads"]:
@@ -1126,7 +1257,7 @@ def write_results(results, elapsed):
       f"{fmt(first['requests'])} requests, {last['rss_mb']:.1f} MB at the end "
       f"({100 * (last['rss_mb'] - first['rss_mb']) / first['rss_mb']:+.1f}%).\n")
 
-    w("## 5. Stores\n")
+    w("## 6. Stores\n")
     w("Operations per second from PHP: requests that each run 20,000 gets or puts of 100-byte strings over 100 "
       "keys, sent by 1, 2 and 8 clients at once to 8 classic threads for 3 s; all operations over the run's wall "
       "time (HTTP is a few percent of it). The machine has 2 cores, so 8 threads share them. The shared table is "
@@ -1142,7 +1273,7 @@ def write_results(results, elapsed):
         w(f"| {names.get(r['store'], r['store'])} | {r['op']} | {fmt(r['1'])} | {fmt(r['2'])} | {fmt(r['8'])} |")
     w("")
 
-    w("## 6. Cost per request\n")
+    w("## 7. Cost per request\n")
     w("Server CPU time (user + system, every process of the server, from /proc) divided by the requests of the "
       "median maximum-throughput hello-world run; Go↔Rust crossings counted by php_worker "
       "(PHP_WORKER_COUNT_CROSSINGS=1) over the whole server run.\n")
@@ -1190,7 +1321,7 @@ def write_results(results, elapsed):
         w("")
 
     if results.get("uploads"):
-        w("## 7. Slow uploads\n")
+        w("## 8. Slow uploads\n")
         w("8 and 64 clients upload 2 MB each at 64 KB/s (uploads that end start again) to 4 PHP threads, while "
           "one client GETs hello world on a new connection every 50 ms for 10 s (10 s timeout): its latency, how "
           "many of its requests got no answer, and the server's peak RSS meanwhile. Then 1 MB uploads read whole "
@@ -1405,7 +1536,7 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
-WORKLOADS = ["hello", "boot", "io", "memory", "stores", "uploads"]
+WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads"]
 
 
 class Quick:
@@ -1444,6 +1575,9 @@ def main():
             for row in results["hello"]["large"]:
                 log(f"  1 MB responses, {row['server']}: median {row['rps']:,.0f} req/s, rounds "
                     f"{[round(x) for x in row['rounds']]}")
+    if "laravel" in selected:
+        log("== Laravel 8 page")
+        results["laravel"] = workload_laravel(q)
     if "boot" in selected:
         log("== framework boot cost")
         results["boot"] = workload_boot(q)
