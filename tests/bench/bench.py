@@ -160,8 +160,9 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0, unbuffered=False, unbuffered_requests=False):
+                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None):
         super().__init__()
+        self.ini = ini or {}  # php_ini settings over the defaults
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
         self.unbuffered = unbuffered  # response_buffer off
         self.unbuffered_requests = unbuffered_requests  # request_buffer off
@@ -205,6 +206,7 @@ class PhpWorker(Server):
             self.admin_port = free_port()
             scaling = f"\t\tmax_threads {total - self.threads + self.max_threads}\n"
         admin = f"admin 127.0.0.1:{self.admin_port}" if self.admin_port else "admin off"
+        ini_lines = "".join(f"\t\tphp_ini {k} {v}\n" for k, v in self.ini.items())
         buffering = "\t\tresponse_buffer off\n" if self.unbuffered else ""
         buffering += "\t\trequest_buffer off\n" if self.unbuffered_requests else ""
         (d / "Caddyfile").write_text(f"""{{
@@ -217,7 +219,7 @@ class PhpWorker(Server):
 	php_worker {{
 		num_threads {total}
 {scaling}{buffering}		php_ini memory_limit 128M
-	}}
+{ini_lines}	}}
 }}
 
 :{self.port} {{
@@ -799,6 +801,10 @@ def laravel_servers():
     return [
         PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("worker"),
                   label="Laravel 8, php_worker worker, 4 threads"),
+        # PHP's JIT under ZTS, as a production php.ini could turn it on.
+        PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("jit"),
+                  ini={"opcache.jit_buffer_size": "64M", "opcache.jit": "tracing"},
+                  label="Laravel 8, php_worker worker, 4 threads, JIT (tracing)"),
         PhpWorker(LARAVEL_APP, threads=4, env=env("classic"), label="Laravel 8, php_worker classic, 4 threads"),
         NginxFpm(LARAVEL_APP, children=4, env=env("fpm"), label="Laravel 8, nginx + php-fpm, 4 children"),
     ]
@@ -844,7 +850,12 @@ def workload_laravel(q):
             peak = ordered[len(ordered) // 2]
             row = {"server": server.name, "peak": peak, "peaks": [r["ok_rps"] for r in ordered],
                    "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6}
-            if not q and isinstance(server, PhpWorker) and server.worker:
+            if isinstance(server, PhpWorker) and server.ini.get("opcache.jit"):
+                status, body = http_get(server.port, "/opcache/jit")
+                jit = json.loads(body).get("jit") if status == 200 else None
+                check(bool(jit and jit.get("on")), f"{server.name}: the JIT is not on ({status} {body[:300]!r})")
+                row["jit_buffer_used"] = jit.get("buffer_size", 0) - jit.get("buffer_free", 0)
+            if not q and isinstance(server, PhpWorker) and server.worker and not server.ini:
                 row["profile"] = profile(server, LARAVEL_PAGE, conns=32, extra=headers[server.name],
                                          flame="profile-laravel.svg", title="php_worker worker mode, Laravel 8 page")
             log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {row['cpu_us']:,.0f} µs of CPU per request")
@@ -1121,7 +1132,9 @@ def write_laravel(w, laravel):
       "CSRF, route bindings) and renders a Blade view of 20 items. One returning visitor: every request "
       "carries the cookies of a first visit, so each reads and writes one session file. Closed loop, 32 "
       "connections, 8 s, the median of three rounds that visit the servers in turn. Classic mode and php-fpm "
-      "boot the app on every request (OPcache on); worker mode boots it once per thread.\n")
+      "boot the app on every request (OPcache on); worker mode boots it once per thread. The JIT row turns on "
+      "PHP's tracing JIT under ZTS (`php_ini opcache.jit tracing`, `opcache.jit_buffer_size 64M`; the run checks "
+      "through `opcache_get_status()` that it is on); php_worker does not turn it on by default.\n")
     rows = laravel["rows"]
     fpm = next((r for r in rows if "php-fpm" in r["server"]), None)
     w("| server | req/s (median) | rounds | × php-fpm | CPU µs per request | p50 ms | p99 ms | failed |")

@@ -138,3 +138,6 @@ Route::middleware('web')->get('/page', function (Request $r) {
     return response()->view('page', ['title' => 'php_worker on Laravel', 'visits' => $visits, 'items' => $items])
         ->header('X-Boot', app()->bound('boot_id') ? app('boot_id') : '');
 });
+
+// What OPcache's JIT does on this thread (the benchmark checks that its JIT variant runs it).
+Route::get('/opcache/jit', fn () => ['jit' => ((function_exists('opcache_get_status') ? opcache_get_status(false) : null) ?: [])['jit'] ?? null]);
