@@ -1489,18 +1489,13 @@ def analysis(results):
             "the PHP threads (request set-up and reset, the script, waiting on the queue) and the rest in Go, "
             "mostly net/http and Caddy's handler chain. nginx + php-fpm is fast on this machine "
             f"({fmt(fpm['peak']['ok_rps'])} req/s on 2 cores, where published figures give 2,500–4,200 per "
-            "core). Tried and dropped: letting a PHP thread poll its queue (yielding) before it sleeps made no "
-            "measurable difference. A profile of the PHP threads alone put about 30% of their time in the "
-            "Go callback (the response header map, allocation with GC assists, Caddy's write-deadline "
-            "wrapper). And Go's runtime (cgocallbackg, reentersyscall) leaves a callback's P attached to the "
-            "PHP thread, in syscall state, after the callback returns, until the thread calls back again or "
-            "sysmon takes the P back. Giving Go one extra P per PHP thread (GOMAXPROCS 6 for 4 threads) "
-            "measured 5–9% more requests per second over interleaved rounds, within this machine's noise, "
-            "and would multiply Ps on servers with many threads, so it was not adopted. "
-            "Responses now leave the PHP thread's callback for the handler goroutine (a callback copies the "
-            "body and signals), which also keeps a slow client from holding a PHP thread. Next to try: "
-            "register the CGI variables under keys interned once at startup instead of hashing each name "
-            "per request.")
+            "core). Since then a small response no longer calls back into Go at all: it leaves the PHP "
+            "thread as a completion, queued with an eventfd signal and taken in batches by one goroutine, "
+            "because a callback from a PHP thread held one of Go's Ps after it returned (13 to 28% more "
+            "requests per second in interleaved rounds). Tried and dropped: parking idle PHP threads on a "
+            "futex of their own instead of the queue's spin-then-yield (8 to 15% fewer requests per second "
+            "on 2 cores), and one extra Go P per PHP thread (within the noise). The next costs to cut are in "
+            "the table above: Go's runtime, the Go handler, and the queue's wake-ups.")
     for variant in results["io"]:
         verdict = io_target(variant)
         if "Target met" in verdict:
