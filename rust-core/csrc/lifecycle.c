@@ -46,6 +46,14 @@ void pw_shim_thread_shutdown(void)
 
 bool pw_shim_kill(const pw_kill_slot *slot)
 {
+	/* PHP installs its SIGRTMIN handler when a thread first starts a request. Until then
+	 * the signal would kill the whole process (its default action), and no script runs
+	 * on any thread that could be stopped: an engine stopped right after it started. */
+	struct sigaction current;
+	if (sigaction(SIGRTMIN, NULL, &current) != 0 ||
+	    (!(current.sa_flags & SA_SIGINFO) && (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN))) {
+		return false;
+	}
 	/* PHP's timeout handler only acts on signals that carry this thread's timer. */
 	union sigval value;
 	value.sival_ptr = slot->timer;

@@ -184,7 +184,8 @@ unsafe extern "C" {
     pub fn pw_shim_run_script(req: *const ShimRequest, worker: bool, outcome: *mut RunOutcome) -> RunResult;
     /// Makes the script on the slot's thread fail with "Maximum execution time
     /// exceeded" at its next instruction, interrupting a blocking sleep. False if no
-    /// signal could be sent. Safe from any thread while the slot's thread has its context.
+    /// signal could be sent, or none may be yet (no thread started a request, so PHP's
+    /// handler is not installed and no script runs). Safe from any thread while the slot's thread has its context.
     pub fn pw_shim_kill(slot: *const KillSlot) -> bool;
     /// Whether the script on the slot's thread passed its time limit (PHP's timer fired,
     /// or pw_shim_kill was called) and has not reached a new request since. Safe from
