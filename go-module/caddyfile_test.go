@@ -257,7 +257,7 @@ func TestMissingWorkerFilesAreRefusedWhenAdapting(t *testing.T) {
 func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
 	app := &App{NumThreads: 6}
 	app.setup(caddy.Context{Context: context.Background()})
-	w1 := &WorkerConfig{FileName: "/a.php", Name: "/a.php", Num: 2, env: [][2]string{{"FRANKENPHP_WORKER", "1"}}}
+	w1 := &WorkerConfig{FileName: "/a.php", Name: "/a.php", Num: 2, poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}}}
 	w2 := &WorkerConfig{FileName: "/b.php", Name: "/a.php", Num: 1}
 	app.addWorkers([]*WorkerConfig{w1, w2})
 	defer releasePool(w1.pool.key)

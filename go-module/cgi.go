@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -214,7 +215,7 @@ func buildRequest(b *requestBuffer, r *http.Request, s script, repl *caddy.Repla
 	for _, env := range envs {
 		for _, kv := range env {
 			value := kv[1]
-			if repl != nil && strings.IndexByte(value, '{') >= 0 {
+			if repl != nil && hasPlaceholder(value) {
 				value = repl.ReplaceAll(value, "")
 			}
 			b.pair(kv[0], value)
@@ -242,9 +243,27 @@ func addTLSVars(b *requestBuffer, state *tls.ConnectionState) {
 	}
 }
 
+// checkEnv refuses env names and values that no environment variable can have: an
+// empty name, a name with '=', or a NUL anywhere.
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("env %q: a name must be non-empty without '=' or NUL, and a value without NUL", k)
+		}
+	}
+	return nil
+}
+
+// hasPlaceholder reports whether an env value holds a Caddy placeholder, replaced per
+// request.
+func hasPlaceholder(value string) bool {
+	return strings.IndexByte(value, '{') >= 0
+}
+
 // bootRequest is the request a worker script sees while it boots and between requests,
 // written by buildRequest like every other: a GET of the script from its own folder
-// (what FrankenPHP gives its workers), with the worker's env.
+// (what FrankenPHP gives its workers). The pool's env comes with the spec; the values
+// with placeholders are here unreplaced (there is no request to replace them from).
 func (w *WorkerConfig) bootRequest() bootSpec {
 	dir, base := filepath.Split(w.FileName)
 	uri := "/" + base
@@ -252,7 +271,7 @@ func (w *WorkerConfig) bootRequest() bootSpec {
 		ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
 	b := getRequestBuffer()
 	defer putRequestBuffer(b)
-	buildRequest(b, r, script{root: filepath.Clean(dir), name: uri, filename: w.FileName}, nil, w.env)
+	buildRequest(b, r, script{root: filepath.Clean(dir), name: uri, filename: w.FileName}, nil, w.requestEnv)
 	return b.spec()
 }
 

@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -167,8 +169,9 @@ func TestSplitRemoteAddr(t *testing.T) {
 	}
 }
 
-func TestBootRequestIsAGetOfTheScriptWithTheWorkersEnv(t *testing.T) {
-	w := &WorkerConfig{FileName: "/srv/app/public/worker.php", env: [][2]string{{"FRANKENPHP_WORKER", "1"}, {"APP_ENV", "prod"}}}
+func TestBootRequestIsAGetOfTheScriptWithThePerRequestEnv(t *testing.T) {
+	w := &WorkerConfig{FileName: "/srv/app/public/worker.php", pool: &workerPool{key: "worker"}, poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}},
+		requestEnv: [][2]string{{"APP_ENV", "{env.APP_ENV}"}, {"APP_HOST", "{http.request.host}"}}}
 	boot := w.bootRequest()
 	if len(boot.Fields) != fieldCount || boot.Fields[fieldMethod] != "GET" || boot.Fields[fieldScriptFilename] != w.FileName ||
 		boot.Fields[fieldRequestURI] != "/worker.php" || boot.Fields[fieldProtocol] != "HTTP/1.1" {
@@ -177,14 +180,21 @@ func TestBootRequestIsAGetOfTheScriptWithTheWorkersEnv(t *testing.T) {
 	for name, want := range map[string]string{
 		"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/worker.php", "PHP_SELF": "/worker.php", "REQUEST_URI": "/worker.php",
 		"SCRIPT_FILENAME": w.FileName, "DOCUMENT_ROOT": "/srv/app/public", "SERVER_SOFTWARE": "Caddy php_worker",
-		"GATEWAY_INTERFACE": "CGI/1.1", "APP_ENV": "prod",
+		"GATEWAY_INTERFACE": "CGI/1.1", "APP_ENV": "{env.APP_ENV}",
 	} {
 		if got, ok := lookup(boot.Vars, name); !ok || got != want {
 			t.Errorf("%s = %q (set: %v), want %q", name, got, ok, want)
 		}
 	}
 	env := boot.Vars[len(boot.Vars)-boot.EnvPairs:]
-	if boot.EnvPairs != 2 || env[0] != [2]string{"FRANKENPHP_WORKER", "1"} || env[1] != [2]string{"APP_ENV", "prod"} {
-		t.Errorf("the env is the last pairs: %d, %q", boot.EnvPairs, env)
+	if boot.EnvPairs != 2 || env[0] != w.requestEnv[0] || env[1] != w.requestEnv[1] {
+		t.Errorf("the env with placeholders is the last pairs, unreplaced: %d, %q", boot.EnvPairs, env)
+	}
+	if _, ok := lookup(boot.Vars, "FRANKENPHP_WORKER"); ok {
+		t.Error("the pool's env travels in the spec, not in the boot request")
+	}
+	var spec workerSpec
+	if err := json.Unmarshal(w.spec(), &spec); err != nil || !reflect.DeepEqual(spec.Env, w.poolEnv) {
+		t.Errorf("the spec's env %q (%v), want %q", spec.Env, err, w.poolEnv)
 	}
 }

@@ -124,6 +124,9 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 	}
 	h.resolver = resolver{index: index, split: normalized, fileServer: !h.DisableFileServer, stat: statKind}
 
+	if err := checkEnv(h.Env); err != nil {
+		return err
+	}
 	keys := make([]string, 0, len(h.Env))
 	for k := range h.Env {
 		keys = append(keys, k)
@@ -334,7 +337,8 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	pool := uint32(C.PHP_WORKER_CLASSIC_POOL)
 	if worker != nil {
 		pool = worker.pool.id
-		buildRequest(b, r, s, repl, worker.env) // the worker's env includes the site's
+		// The worker's env includes the site's; the core has its pool's part.
+		buildRequest(b, r, s, repl, worker.requestEnv)
 	} else {
 		buildRequest(b, r, s, repl, h.env)
 	}

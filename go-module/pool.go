@@ -63,6 +63,8 @@ type workerSpec struct {
 	MaxMemory        int64    `json:"max_memory,omitempty"`
 	MaxBootBackoffMS int64    `json:"max_boot_backoff_ms,omitempty"`
 	Boot             bootSpec `json:"boot"`
+	// The env without placeholders, once for the pool (rust-core's WorkerSpec.env).
+	Env [][2]string `json:"env,omitempty"`
 }
 
 // spec is what the core boots the worker with.
@@ -70,7 +72,7 @@ func (w *WorkerConfig) spec() []byte {
 	b, err := json.Marshal(workerSpec{
 		Name: w.pool.key, File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
 		MaxMemory: w.MaxMemory, MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
-		Boot: w.bootRequest(),
+		Boot: w.bootRequest(), Env: w.poolEnv,
 	})
 	if err != nil {
 		panic(err) // strings and numbers always marshal

@@ -75,9 +75,14 @@ type WorkerConfig struct {
 
 	pool      *workerPool // the pool this config holds, from its Provision to its Cleanup
 	released  bool
-	watchRoot string      // what relative Watch globs are relative to
-	env       [][2]string // FRANKENPHP_WORKER=1, inherited env, own env: sorted, own wins
-	matcher   caddyhttp.MatchPath
+	watchRoot string // what relative Watch globs are relative to
+	// The env: FRANKENPHP_WORKER=1, the inherited env and its own (own wins), sorted,
+	// in two parts. poolEnv, the values without placeholders, goes once to the core in
+	// the pool's spec; requestEnv, the values with placeholders, is replaced for and sent
+	// with each request. Their names are disjoint.
+	poolEnv    [][2]string
+	requestEnv [][2]string
+	matcher    caddyhttp.MatchPath
 }
 
 // watchDebounce is how long file changes must pause before a watched worker restarts:
@@ -116,6 +121,9 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 			return fmt.Errorf("worker %s: %w", w.Name, err)
 		}
 	}
+	if err := checkEnv(w.Env); err != nil {
+		return fmt.Errorf("worker %s: %w", w.Name, err)
+	}
 	merged := map[string]string{}
 	for k, v := range inherited {
 		merged[k] = v
@@ -124,7 +132,14 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 		merged[k] = v
 	}
 	merged["FRANKENPHP_WORKER"] = "1"
-	w.env = sortedPairs(merged)
+	w.poolEnv, w.requestEnv = nil, nil
+	for _, kv := range sortedPairs(merged) {
+		if hasPlaceholder(kv[1]) {
+			w.requestEnv = append(w.requestEnv, kv)
+		} else {
+			w.poolEnv = append(w.poolEnv, kv)
+		}
+	}
 	if len(w.MatchPath) > 0 {
 		w.matcher = caddyhttp.MatchPath(w.MatchPath)
 		if err := w.matcher.Provision(ctx); err != nil {

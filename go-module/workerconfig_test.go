@@ -18,8 +18,8 @@ func TestWorkerProvision(t *testing.T) {
 	defer cancel()
 	dir := workerFiles(t, "w.php", "worker.php")
 
-	w := WorkerConfig{FileName: "w.php", Env: map[string]string{"A": "worker"}, MatchPath: []string{"/api/*"}}
-	if err := w.provision(ctx, dir, map[string]string{"A": "site", "B": "site"}); err != nil {
+	w := WorkerConfig{FileName: "w.php", Env: map[string]string{"A": "worker", "H": "{http.request.host}"}, MatchPath: []string{"/api/*"}}
+	if err := w.provision(ctx, dir, map[string]string{"A": "site", "B": "site", "H": "site"}); err != nil {
 		t.Fatal(err)
 	}
 	if w.FileName != filepath.Join(dir, "w.php") || w.Name != w.FileName {
@@ -29,8 +29,11 @@ func TestWorkerProvision(t *testing.T) {
 		t.Errorf("num defaults to 2 × CPUs, got %d", w.Num)
 	}
 	want := [][2]string{{"A", "worker"}, {"B", "site"}, {"FRANKENPHP_WORKER", "1"}}
-	if !reflect.DeepEqual(w.env, want) {
-		t.Errorf("env = %v, want %v (the worker's values win over the site's)", w.env, want)
+	if !reflect.DeepEqual(w.poolEnv, want) {
+		t.Errorf("pool env = %v, want %v (the worker's values win over the site's)", w.poolEnv, want)
+	}
+	if want := [][2]string{{"H", "{http.request.host}"}}; !reflect.DeepEqual(w.requestEnv, want) {
+		t.Errorf("request env = %v, want %v (values with placeholders, replaced per request)", w.requestEnv, want)
 	}
 	if !w.matches(newTestRequest("GET", "http://x/api/users")) || w.matches(newTestRequest("GET", "http://x/web")) {
 		t.Error("match patterns")
@@ -47,6 +50,18 @@ func TestWorkerProvision(t *testing.T) {
 	err := (&WorkerConfig{FileName: "nope.php"}).provision(ctx, dir, nil)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "nope.php")+" does not exist") {
 		t.Errorf("a missing worker file: %v", err)
+	}
+	for _, env := range []map[string]string{{"A": "x\x00y"}, {"A\x00B": "x"}, {"": "x"}, {"A=B": "x"}} {
+		err := (&WorkerConfig{FileName: "w.php", Env: env}).provision(ctx, dir, nil)
+		if err == nil || !strings.Contains(err.Error(), "a name must be non-empty") {
+			t.Errorf("env %q: %v, want a configuration error (no variable can have it)", env, err)
+		}
+	}
+	app := &App{}
+	app.setup(ctx)
+	h := &Handler{Root: dir, DisableFileServer: true, Env: map[string]string{"A": "x\x00y"}}
+	if err := h.setup(ctx, app); err == nil || !strings.Contains(err.Error(), "a name must be non-empty") {
+		t.Errorf("a site env with NUL: %v, want a configuration error", err)
 	}
 }
 

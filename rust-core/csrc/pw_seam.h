@@ -229,6 +229,10 @@ bool pw_rs_flush(void *ctx);
 
 void pw_rs_header(void *ctx, const char *line, size_t len);
 
+// The env the request inherits from its worker pool, registered in `$_SERVER` after
+// the request's own pairs; no pairs outside a worker pool.
+void pw_rs_inherited_env(void *ctx, pw_shim_vars *vars);
+
 // Splits a header line into its name and value (offsets into `line`), as the response
 // does; false when the line has no name.
 bool pw_rs_header_split(const char *line,

@@ -203,6 +203,11 @@ static void pw_sapi_register_server_variables(zval *track_vars)
 	pw_shim_vars request = {0};
 	pw_rs_server_vars(ctx, &request);
 	pw_register_request_vars(&request, track_vars);
+	/* A worker pool's env, sent once for the pool, after the request's own pairs: env
+	 * wins over CGI variables and headers, as it does within a request's pairs. */
+	pw_shim_vars inherited = {0};
+	pw_rs_inherited_env(ctx, &inherited);
+	pw_register_request_vars(&inherited, track_vars);
 }
 
 /* PHP's own lookups (sapi_getenv) see what getenv() sees: the one path, in Rust. */

@@ -43,6 +43,11 @@ pub struct WorkerSpec {
     /// wrote it. Absent: a bare GET of the file, without `$_SERVER` values.
     #[serde(default)]
     pub boot: BootRequest,
+    /// The worker's env without placeholders, sent once for the pool: `$_SERVER` and
+    /// getenv() of its boot and of every request it serves have these pairs, after the
+    /// request's own (env values with placeholders come with each request instead).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
     /// Most threads autoscaling may give the worker; 0 for no limit of its own (the
     /// engine's limit still applies). Never below `num`.
     #[serde(default)]
@@ -131,6 +136,9 @@ impl WorkerSpec {
             return Err(Error::Config(format!("worker {}: file must be an absolute path", spec.name)));
         }
         spec.boot.check().map_err(|e| Error::Config(format!("worker {}: {e}", spec.name)))?;
+        if spec.env.iter().any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0')) {
+            return Err(Error::Config(format!("worker {}: env names must not be empty, nor names or values hold NUL", spec.name)));
+        }
         Ok(spec)
     }
 }

@@ -42,7 +42,8 @@ def workers(start_server):
     site += match_worker("finish.php", "/finish")
     site += match_worker("hints.php", "/hints")
     site += match_worker("header-functions.php", "/header-functions")
-    site += match_worker("env.php", "/env", "\t\t\tenv WORKER_ONLY yes\n")
+    site += match_worker("env.php", "/env", "\t\t\tenv WORKER_ONLY yes\n\t\t\tenv SERVER_SOFTWARE from-worker-env\n"
+                         "\t\t\tenv WORKER_HOST {http.request.host}\n")
     return start_server("workers", app=WORKER / "public", threads=16, site_extra=site,
                         global_extra="\t\tphp_ini max_execution_time 2")
 
@@ -189,15 +190,20 @@ def test_request_and_response_header_functions(workers):
 def test_environment_at_boot_and_in_requests(workers):
     d = workers.get("/env").json()
     expected = {"server_worker": "1", "server_custom": "yes", "server_site": "configured",
-                "server_process": "from-process", "getenv_custom": "yes", "getenv_process": "from-process"}
-    assert d["boot"] == expected
+                "server_process": "from-process", "getenv_custom": "yes", "getenv_process": "from-process",
+                "server_software": "from-worker-env", "getenv_all_custom": "yes"}
+    placeholder = "{http.request.host}"
+    assert d["boot"] == dict(expected, server_host=placeholder, getenv_host=placeholder), \
+        "the pool's env at boot; a placeholder stays as written (no request to take it from)"
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker")
     assert d["boot_server"] == {"SCRIPT_NAME": "/env.php", "SCRIPT_FILENAME": os.path.join(folder, "env.php"),
                                 "DOCUMENT_ROOT": folder, "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET"}, \
         "the boot request is a GET of the script from its folder, with the CGI variables of every request"
     request = dict(d["request"])
     assert request.pop("script") == "", "a matched worker outside the root has no SCRIPT_NAME"
-    assert request == expected
+    host = "127.0.0.1"  # {http.request.host}: the host without its port
+    assert request == dict(expected, server_host=host, getenv_host=host), \
+        "the pool's env, sent once, and the placeholder's value, sent with the request"
 
 
 def test_concurrent_requests_across_two_threads(start_server):

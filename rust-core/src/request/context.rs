@@ -10,6 +10,7 @@ use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
 use crate::host::completions::Completion;
 use crate::host::{Host, Level, LogField};
+use crate::layout::Strings;
 use crate::php::sys::ShimRequest;
 
 /// Output is handed to the host in chunks of at least this size, unless PHP flushes.
@@ -74,6 +75,9 @@ pub struct RequestContext {
     detached: bool,
     /// Lets the watchdog end the request from outside (src/request/expiry.rs).
     expiry: Option<Arc<Expiry>>,
+    /// The env of the worker pool the request runs in, sent once for the pool: it
+    /// follows the request's own pairs in `$_SERVER` and answers getenv() after them.
+    inherited_env: Option<Arc<Strings>>,
 }
 
 impl RequestContext {
@@ -92,7 +96,24 @@ impl RequestContext {
             body_failed: false,
             detached: sink == Sink::Log,
             expiry: None,
+            inherited_env: None,
         }
+    }
+
+    /// The request runs in a worker pool whose env is `env`.
+    pub fn inherit_env(mut self, env: Arc<Strings>) -> Self {
+        self.inherited_env = Some(env);
+        self
+    }
+
+    /// The pool's env (see `inherited_env`), if the request runs in a worker pool.
+    pub fn inherited_env(&self) -> Option<&Strings> {
+        self.inherited_env.as_deref()
+    }
+
+    /// The env value getenv(name) finds for the request: its own pairs, then its pool's.
+    pub fn env_value(&self, name: &[u8]) -> Option<&[u8]> {
+        self.request.env_value(name).or_else(|| self.inherited_env()?.value_of(name))
     }
 
     /// The watchdog may expire this request through `expiry` until its DONE.

@@ -64,6 +64,19 @@ unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: us
     })
 }
 
+/// The env the request inherits from its worker pool, registered in `$_SERVER` after
+/// the request's own pairs; no pairs outside a worker pool.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_inherited_env(ctx: *mut c_void, vars: *mut ShimVars) {
+    guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
+        if let Some(env) = unsafe { context(ctx) }.and_then(|ctx| ctx.inherited_env()) {
+            // SAFETY: the shim passes a writable struct; the strings live with the context.
+            unsafe { *vars = ShimVars { block: env.bytes().as_ptr().cast(), spans: env.spans().as_ptr(), pairs: env.pair_count() } };
+        }
+    })
+}
+
 /// Splits a header line into its name and value (offsets into `line`), as the response
 /// does; false when the line has no name.
 #[unsafe(no_mangle)]

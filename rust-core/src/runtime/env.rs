@@ -3,7 +3,8 @@
 //! One process-wide environment cannot be shared by threads that change it (setenv()
 //! while another thread reads is undefined behaviour, and Laravel's Dotenv putenv()s on
 //! every worker thread at boot). So each PHP thread sees, in order of precedence: its
-//! own putenv() calls, the running request's configured env, then the process
+//! own putenv() calls, the running request's configured env (its own pairs, then its
+//! worker pool's), then the process
 //! environment as it was when the engine started. A classic thread forgets its putenv()
 //! calls after each request; a worker thread when its script ends.
 
@@ -48,7 +49,7 @@ pub unsafe extern "C" fn pw_rs_env_get(
             Some(found) => found,
             // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
             None => unsafe { request(ctx) }
-                .and_then(|ctx| ctx.request().env_value(name))
+                .and_then(|ctx| ctx.env_value(name))
                 .map(as_raw)
                 // The engine outlives every PHP call on this thread.
                 .or_else(|| with_thread_host(|h| h.process_env.value_of(name).map(as_raw)).flatten()),
@@ -132,6 +133,9 @@ pub unsafe extern "C" fn pw_rs_env_all(ctx: *mut c_void, vars: *mut ShimVars) {
         });
         // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { request(ctx) } {
+            if let Some(env) = ctx.inherited_env() {
+                (0..env.pair_count()).map(|i| env.pair(i)).for_each(|(k, v)| merged.set(k, Some(v)));
+            }
             ctx.request().for_each_env(|k, v| merged.set(k, Some(v)));
         }
         try_with_thread(|t| {

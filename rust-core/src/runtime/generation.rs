@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::abi::types::Field;
 use crate::config::WorkerSpec;
 use crate::host::Host;
+use crate::layout::Strings;
 use crate::request::Request;
 
 /// The first pause after a worker script failed to boot; it doubles up to the spec's cap.
@@ -19,6 +20,9 @@ pub struct Generation {
     /// The worker's name, for logs and the thread list.
     pub name: Arc<str>,
     pub spec: WorkerSpec,
+    /// The spec's env, in the layout C registers `$_SERVER` from; every request context
+    /// of the generation shares it.
+    pub env: Arc<Strings>,
     pub max_boot_backoff: Duration,
     active: AtomicBool,
     /// Whether OPcache was checked against the files on disk for it (see
@@ -45,6 +49,7 @@ impl Generation {
         Generation {
             id,
             name: spec.name.as_str().into(),
+            env: Arc::new(Strings::from_pairs(spec.env.iter().map(|(k, v)| (k, v)))),
             spec,
             max_boot_backoff,
             active: AtomicBool::new(active),

@@ -178,7 +178,8 @@ pub fn boot_backoff(failures: u32, max: Duration) -> Duration {
 /// One run of the worker script, from boot to its end.
 fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let (host, info) = with_thread(|t| (t.host.clone(), t.info.clone()));
-    let idle = Box::into_raw(Box::new(RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)));
+    let idle = RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log).inherit_env(generation.env.clone());
+    let idle = Box::into_raw(Box::new(idle));
     // SAFETY: `idle` is live until reclaimed below.
     let boot = unsafe { (*idle).shim() };
     let inside = opcache::gate().enter();
@@ -331,7 +332,8 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize,
             let run = t.run.as_mut().expect("checked by with_run");
             let ctx = match job {
                 Some(Job::Request(request)) => {
-                    let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+                    let ctx = RequestContext::new(request, scratch, Sink::Client).inherit_env(run.generation.env.clone());
+                    let mut ctx = Box::new(ctx);
                     ctx.watch(t.info.expiry.clone());
                     run.in_flight = Box::into_raw(ctx);
                     run.in_flight

@@ -7,6 +7,12 @@ $seen = static fn () => [
     'server_process' => $_SERVER['PHP_WORKER_TEST_ENV'] ?? null,
     'getenv_custom' => getenv('WORKER_ONLY'),
     'getenv_process' => getenv('PHP_WORKER_TEST_ENV'),
+    // The pool's env wins over a CGI variable, and is in getenv()'s whole array too.
+    'server_software' => $_SERVER['SERVER_SOFTWARE'] ?? null,
+    'getenv_all_custom' => getenv()['WORKER_ONLY'] ?? null,
+    // A value with a placeholder comes with each request.
+    'server_host' => $_SERVER['WORKER_HOST'] ?? null,
+    'getenv_host' => getenv('WORKER_HOST'),
 ];
 $boot = $seen();
 // The boot request's own CGI variables, written by the same Go code as every request's.
