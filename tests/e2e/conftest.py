@@ -254,6 +254,20 @@ class Server:
         return self.proc.returncode
 
 
+def eventually(check, timeout=10, pause=0.05):
+    """Whether check() turned true within timeout. For a reload's or a restart's new code:
+    the old threads serve until the new ones are ready and take over one by one, so one
+    answer from the new code does not mean the next one is; wait for the threads to
+    settle before asserting that every answer is new."""
+    deadline = time.time() + timeout
+    while True:
+        if check():
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(pause)
+
+
 def assert_disconnect_frees_the_thread(srv):
     """A client that leaves in the middle of a streamed response: the script sees the
     aborted connection and the server's only PHP thread serves again."""

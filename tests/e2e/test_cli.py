@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APP, CADDY, REPO, WORK, free_port, http_get
+from conftest import APP, CADDY, REPO, WORK, eventually, free_port, http_get
 
 
 def php_cli(*args, stdin=b"", cwd=None, timeout=60):
@@ -195,10 +195,8 @@ def test_php_server_runs_workers_and_watches_them(tmp_path):
         first = int(answers[0].split()[1])  # the start-up check was served too
         assert answers == [f"v1 {first + i}" for i in range(3)], "one booted worker thread serves them all"
         (tmp_path / "index.php").write_text((tmp_path / "index.php").read_text().replace("'v1'", "'v2'"))
-        deadline = time.time() + 15
-        while srv.get("/")[1] != "v2 1" and time.time() < deadline:
-            time.sleep(0.1)
-        assert srv.get("/")[1].startswith("v2 "), "--watch restarted the worker with the new code"
+        assert eventually(lambda: srv.get("/")[1].startswith("v2 "), timeout=15), \
+            "--watch restarted the worker with the new code"
     finally:
         assert srv.stop() == 0
 

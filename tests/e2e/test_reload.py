@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APP, BOOT_FAILED, CADDY, WORK, make_caddyfile
+from conftest import APP, BOOT_FAILED, CADDY, WORK, eventually, make_caddyfile
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "worker"
@@ -256,10 +256,7 @@ def test_a_forced_reload_of_the_same_config_serves_edited_worker_code(start_serv
     versioned(worker, "v2")
     status, body = srv.load(text["c"], force=True)
     assert status == 200, body
-    deadline = time.time() + 10
-    while srv.get("/counter").text != "v2" and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.get("/counter").text == "v2"
+    assert eventually(lambda: srv.get("/counter", resend=True).text == "v2"), "the reload serves the new code"
     settle(srv, 4)
     assert {srv.get("/counter").text for _ in range(10)} == {"v2"}, "no thread of the old code is left"
 
@@ -267,10 +264,9 @@ def test_a_forced_reload_of_the_same_config_serves_edited_worker_code(start_serv
     p = subprocess.run([str(CADDY), "reload", "--force", "--config", str(srv.workdir / "Caddyfile"), "--adapter",
                         "caddyfile", "--address", f"127.0.0.1:{srv.admin_port}"], capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr.decode()
-    deadline = time.time() + 10
-    while srv.get("/counter").text != "v3" and time.time() < deadline:
-        time.sleep(0.05)
-    assert srv.get("/counter").text == "v3", "caddy reload --force serves the new code too"
+    assert eventually(lambda: srv.get("/counter", resend=True).text == "v3"), "caddy reload --force serves the new code too"
+    settle(srv, 4)
+    assert {srv.get("/counter").text for _ in range(10)} == {"v3"}, "no thread of the old code is left"
     stop.set()
     for c in clients:
         c.join(timeout=30)
@@ -294,10 +290,7 @@ def test_a_new_worker_that_cannot_boot_leaves_the_old_one_serving(start_server, 
         assert (r.status, r.text) == (200, "v1"), "the running worker keeps serving"
     assert srv.wait_log(lambda e: e.get("msg") == BOOT_FAILED and e.get("worker") == "counter")
     versioned(worker, "v2")
-    deadline = time.time() + 15
-    while srv.get("/counter").text != "v2" and time.time() < deadline:
-        time.sleep(0.1)
-    assert srv.get("/counter").text == "v2", "the new worker takes over once it boots"
+    assert eventually(lambda: srv.get("/counter", resend=True).text == "v2", timeout=15), "the new worker takes over once it boots"
     assert srv.stop() == 0
 
 
