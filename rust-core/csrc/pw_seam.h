@@ -212,7 +212,8 @@ extern pw_run_result pw_shim_run_script(const pw_shim_request *req,
 
 // Makes the script on the slot's thread fail with "Maximum execution time
 // exceeded" at its next instruction, interrupting a blocking sleep. False if no
-// signal could be sent. Safe from any thread while the slot's thread has its context.
+// signal could be sent, or none may be yet (no thread started a request, so PHP's
+// handler is not installed and no script runs). Safe from any thread while the slot's thread has its context.
 extern bool pw_shim_kill(const pw_kill_slot *slot);
 
 // Whether the script on the slot's thread passed its time limit (PHP's timer fired,
