@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import APP, make_caddyfile
+from conftest import APP, eventually, make_caddyfile
 
 HERE = Path(__file__).resolve().parent
 
@@ -124,7 +124,8 @@ def test_php_serves_through_shutdown_delay_while_readiness_fails(start_server):
     worker = f"\t\tworker {{\n\t\t\tfile {HERE}/worker/counter.php\n\t\t\tnum 1\n\t\t\tmatch /count\n\t\t}}"
     srv = start_server("probes-stop", lambda port, admin: with_probes(
         make_caddyfile(port, admin, threads=3, site_extra=worker), "\tshutdown_delay 3s\n"))
-    assert probe(srv, "ready")[0] == 200
+    # Ready once the worker has booted (milliseconds after the port opens).
+    assert eventually(lambda: probe(srv, "ready")[0] == 200)
     srv.proc.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     # The signal reaches Caddy's handler asynchronously: a probe sent at once may come first.
