@@ -1125,6 +1125,15 @@ def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
 
 
+def component_table(w, components, cpu_us):
+    """The profile's shares by component, with what each costs per request."""
+    w("| component | share | µs per request |")
+    w("|---|---:|---:|")
+    for share, name in components:
+        w(f"| {name} | {share:.1f}% | {share * cpu_us / 100:.1f} |")
+    w("")
+
+
 def write_laravel(w, laravel):
     w("## 2. A real framework: a Laravel 8 page\n")
     w("Debian's Laravel 8 (php-laravel-framework, no Composer), the test app of tests/e2e/laravel: `GET /page` "
@@ -1155,12 +1164,10 @@ def write_laravel(w, laravel):
             w(f"| {name} | {share:.1f}% |")
         w("")
         if prof.get("components"):
-            w("And by component (first match on the call stack, as for hello world):\n")
-            w("| component | share |")
-            w("|---|---:|")
-            for share, name in prof["components"]:
-                w(f"| {name} | {share:.1f}% |")
-            w("")
+            cpu = next(r["cpu_us"] for r in rows if r.get("profile") is prof)
+            w(f"And by component (first match on the call stack, as for hello world), with the share of the "
+              f"{cpu:,.0f} µs of server CPU per request:\n")
+            component_table(w, prof["components"], cpu)
         if prof.get("flame_graph"):
             w(f"Flame graph: [{prof['flame_file']}]({prof['flame_file']}).\n")
 
@@ -1319,11 +1326,7 @@ def write_results(results, elapsed):
             cpu = next((c["cpu_us"] for c in results["hello"]["cost"] if c["server"] == worker["server"]), 0)
             w(f"By component (each sample goes to the first component, in this order, that a frame of its call "
               f"stack belongs to), with the share of the {cpu:.1f} µs of server CPU per request:\n")
-            w("| component | share | µs per request |")
-            w("|---|---:|---:|")
-            for share, name in prof["components"]:
-                w(f"| {name} | {share:.1f}% | {share * cpu / 100:.1f} |")
-            w("")
+            component_table(w, prof["components"], cpu)
             if prof.get("flame_graph"):
                 w("Flame graph of the same samples: [profile.svg](profile.svg).\n")
         w("Functions with the largest inclusive share (children included):\n")
