@@ -341,3 +341,21 @@ def test_validate_and_adapt_refuse_a_missing_worker_file(tmp_path):
         assert p.returncode != 0, command
         assert b"worker file /nonexistent.php does not exist" in p.stderr, p.stderr
         assert b"PHP engine started" not in p.stderr
+
+
+def test_a_reload_with_a_changed_worker_env_serves_the_new_value(start_server):
+    """The worker's env goes to the core once, in the pool's spec: a reload that changes
+    it boots the worker with the new value, in $_SERVER and getenv() alike."""
+    worker = (f"\t\tworker {{\n\t\t\tfile {WORKER}/env.php\n\t\t\tnum 1\n\t\t\tmatch /env\n"
+              "\t\t\tenv WORKER_ONLY first\n\t\t}")
+    srv = start_server("reload-env", lambda port, admin: make_caddyfile(port, admin, threads=2, site_extra=worker))
+
+    def seen():
+        d = srv.get("/env", resend=True).json()["request"]
+        return d["server_custom"], d["getenv_custom"]
+
+    assert seen() == ("first", "first")
+    status, body = srv.load((srv.workdir / "Caddyfile").read_text().replace("WORKER_ONLY first", "WORKER_ONLY second"))
+    assert status == 200, body
+    assert eventually(lambda: seen() == ("second", "second")), "the reloaded worker has the new env"
+    assert srv.stop() == 0
