@@ -223,6 +223,10 @@ extern bool pw_shim_timed_out(const pw_kill_slot *slot);
 
 extern int32_t pw_shim_module_startup(int32_t type_, int32_t module_number);
 
+// The module's function table (a `zend_function_entry` array ended by an empty entry),
+// static in csrc/module.c: every PHP function the module adds, with its arginfo.
+extern const void *pw_shim_functions(void);
+
 // Output of the script. Output outside a request (a worker booting) goes to the log.
 size_t pw_rs_ub_write(void *ctx, const char *s, size_t len, bool *aborted);
 

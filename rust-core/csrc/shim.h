@@ -83,8 +83,7 @@ void pw_crash_trail_request(const char *script);
  * worker generation. Runs PHP functions: call inside a request. */
 void pw_opcache_revalidate(void);
 
-/* The PHP functions of the php_worker module, registered from src/php/module.rs, which
- * declares them again for Rust: tests/header.rs checks that both lists agree. */
+/* The PHP functions of the php_worker module, in its function table (module.c). */
 void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value);
 void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value);
 void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);

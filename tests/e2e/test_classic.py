@@ -465,3 +465,28 @@ def test_invalid_header_names_and_values_are_dropped_with_a_warning(php):
                           and e.get("name", "").startswith("Bad"), timeout=2)
     assert sorted(e["name"] for e in warned) == sorted(["Bad Name", "Bad\x01Ctl"])
     assert php.wait_log(lambda e: e["level"] == "warn" and e.get("name") == "X-Ctl-Value")
+
+
+def test_module_function_signatures(php):
+    """The module's functions, as PHP's reflection sees them: the names FrankenPHP,
+    php-fpm and Apache use, and the stores', with their parameters and return types."""
+    assert php.get("/signatures.php").json() == [
+        "apache_request_headers(): array",
+        "apache_response_headers(): array",
+        "fastcgi_finish_request(): bool",
+        "frankenphp_finish_request(): bool",
+        "frankenphp_handle_request(callable $callback): bool",
+        "frankenphp_log(string $message, int $level = FRANKENPHP_LOG_LEVEL_INFO, array $context = []): void",
+        "frankenphp_request_headers(): array",
+        "frankenphp_response_headers(): array",
+        "getallheaders(): array",
+        "headers_send(int $status = 200): int",
+    ] + [sig.replace("SCOPE", scope) for scope in ("local", "shared") for sig in (
+        "php_worker_SCOPE_add(string $key, mixed $value, int $ttl = 0): bool",
+        "php_worker_SCOPE_count(): int",
+        "php_worker_SCOPE_flush(): bool",
+        "php_worker_SCOPE_forget(string $key): bool",
+        "php_worker_SCOPE_get(string $key, mixed $default = null): mixed",
+        "php_worker_SCOPE_increment(string $key, int $by = 1): int|false",
+        "php_worker_SCOPE_put(string $key, mixed $value, int $ttl = 0): bool",
+    )]
