@@ -36,6 +36,7 @@ void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 	slot->timer = &EG(max_execution_timer_timer);
 	slot->tid = gettid();
 	slot->timed_out = &EG(timed_out);
+	slot->vm_interrupt = &EG(vm_interrupt);
 }
 
 void pw_shim_thread_shutdown(void)
@@ -65,6 +66,13 @@ bool pw_shim_timed_out(const pw_kill_slot *slot)
 	return zend_atomic_bool_load((zend_atomic_bool *)slot->timed_out);
 }
 
+void pw_shim_interrupt(const pw_kill_slot *slot)
+{
+	/* The VM calls zend_interrupt_function (pw_interrupt, functions.c) at its next
+	 * instruction; the flag is atomic, as PHP's own timer handler needs. */
+	zend_atomic_bool_store((zend_atomic_bool *)slot->vm_interrupt, true);
+}
+
 void pw_fill_request_info(const pw_shim_request *req)
 {
 	SG(server_context) = req->ctx;
@@ -76,6 +84,8 @@ void pw_fill_request_info(const pw_shim_request *req)
 	SG(request_info).content_length = req->content_length < 0 ? 0 : req->content_length;
 	SG(request_info).path_translated = (char *)req->path_translated;
 	SG(request_info).proto_num = req->proto_num;
+	SG(request_info).argc = req->argc;
+	SG(request_info).argv = (char **)req->argv;
 	pw_crash_trail_request(req->script_filename);
 	SG(request_info).auth_user = NULL;
 	SG(request_info).auth_password = NULL;
@@ -91,6 +101,8 @@ void pw_clear_request_info(void)
 	SG(request_info).content_type = NULL;
 	SG(request_info).path_translated = NULL;
 	SG(request_info).cookie_data = NULL;
+	SG(request_info).argc = 0;
+	SG(request_info).argv = NULL;
 	SG(server_context) = NULL;
 	pw_crash_trail_request(NULL);
 }
@@ -116,15 +128,22 @@ static bool pw_fatal_error_happened(void)
 	return PG(last_error_message) != NULL && (PG(last_error_type) & PW_FATAL_ERRORS);
 }
 
-pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run_outcome *outcome)
+pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, pw_run_outcome *outcome)
 {
 	volatile pw_run_result result = PW_RUN_RESULT_OK;
+	bool worker = mode == PW_RUN_MODE_WORKER;
+	/* A command line ($argv, $argc) is registered the way the CLI does. */
+	volatile bool argc_argv = PG(register_argc_argv);
 	outcome->fatal = false;
 	outcome->exit_status = 0;
 	outcome->memory = 0;
+	pw_stop_callback_forget();
 
 	zend_first_try {
 		pw_fill_request_info(req);
+		if (req->argc > 0) {
+			PG(register_argc_argv) = 1;
+		}
 		if (php_request_startup() == FAILURE) {
 			/* A bailout during startup (memory_limit while PHP parsed a form body or read
 			 * the session, say), caught by PHP. */
@@ -138,10 +157,16 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 			file.primary_script = 1;
 			if (worker) {
 				pw_worker_script_begins();
-				if (pw_rs_worker_revalidates_opcache()) {
-					pw_opcache_revalidate();
-					pw_rs_worker_opcache_revalidated();
-				}
+			}
+			if (mode == PW_RUN_MODE_BACKGROUND) {
+				/* A loop of its own, or a job: no time limit, as for the CLI. */
+				zend_string *name = zend_string_init("max_execution_time", sizeof("max_execution_time") - 1, 0);
+				zend_alter_ini_entry_chars(name, "0", 1, PHP_INI_SYSTEM, PHP_INI_STAGE_RUNTIME);
+				zend_string_release(name);
+			}
+			if (mode != PW_RUN_MODE_REQUEST && pw_rs_worker_revalidates_opcache()) {
+				pw_opcache_revalidate();
+				pw_rs_worker_opcache_revalidated();
 			}
 			EG(exit_status) = 0;
 			php_execute_script(&file);
@@ -166,7 +191,10 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, bool worker, pw_run
 	if (worker) {
 		pw_worker_script_ended();
 	}
+	PG(register_argc_argv) = argc_argv;
 	pw_clear_request_info();
+	/* Freed by the request's shutdown, or gone with a bailout that escaped it. */
+	pw_stop_callback_forget();
 	return result;
 }
 

@@ -66,6 +66,39 @@ ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_store_count, 0, 0, IS_LONG, 0)
 ZEND_END_ARG_INFO()
 
+/* php_worker_handle_task(callable $handler): bool */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_handle_task, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, handler, IS_CALLABLE, 0)
+ZEND_END_ARG_INFO()
+
+/* php_worker_task(string $worker, string $payload, float $timeout = 30.0): string */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_task, 0, 2, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, worker, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, payload, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 0, "30.0")
+ZEND_END_ARG_INFO()
+
+/* php_worker_tasks(string $worker, array $payloads, float $timeout = 30.0): array */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_tasks, 0, 2, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO(0, worker, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, payloads, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 0, "30.0")
+ZEND_END_ARG_INFO()
+
+/* php_worker_stopping(): bool */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_stopping, 0, 0, _IS_BOOL, 0)
+ZEND_END_ARG_INFO()
+
+/* php_worker_wait_stop(float $seconds): bool */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_wait_stop, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, seconds, IS_DOUBLE, 0)
+ZEND_END_ARG_INFO()
+
+/* php_worker_on_stop(?callable $callback): void */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_on_stop, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, callback, IS_CALLABLE, 1)
+ZEND_END_ARG_INFO()
+
 #define PW_FUNCTION(name, handler, arginfo) ZEND_RAW_FENTRY(name, handler, arginfo, 0)
 
 #define PW_STORE_ENTRIES(scope)                                                                         \
@@ -90,6 +123,12 @@ static const zend_function_entry pw_functions[] = {
 	PW_FUNCTION("frankenphp_response_headers", pw_php_response_headers, pw_arginfo_headers)
 	PW_FUNCTION("apache_response_headers", pw_php_response_headers, pw_arginfo_headers)
 	PW_FUNCTION("frankenphp_log", pw_php_frankenphp_log, pw_arginfo_log)
+	PW_FUNCTION("php_worker_handle_task", pw_php_handle_task, pw_arginfo_handle_task)
+	PW_FUNCTION("php_worker_task", pw_php_task, pw_arginfo_task)
+	PW_FUNCTION("php_worker_tasks", pw_php_tasks, pw_arginfo_tasks)
+	PW_FUNCTION("php_worker_stopping", pw_php_stopping, pw_arginfo_stopping)
+	PW_FUNCTION("php_worker_wait_stop", pw_php_wait_stop, pw_arginfo_wait_stop)
+	PW_FUNCTION("php_worker_on_stop", pw_php_on_stop, pw_arginfo_on_stop)
 	PW_STORE_ENTRIES(local)
 	PW_STORE_ENTRIES(shared)
 	ZEND_FE_END

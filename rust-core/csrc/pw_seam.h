@@ -21,6 +21,30 @@
 // The `type` of a PhpLogLine from frankenphp_log().
 #define PW_LOG_FRANKENPHP -1
 
+// [`pw_rs_worker_kind`]: not a worker script.
+#define PW_WORKER_NONE 0
+
+// [`pw_rs_worker_kind`]: an HTTP worker (frankenphp_handle_request()).
+#define PW_WORKER_HTTP 1
+
+// [`pw_rs_worker_kind`]: a task worker (php_worker_handle_task()).
+#define PW_WORKER_TASK 2
+
+// [`pw_rs_worker_kind`]: a background worker or a scheduled job.
+#define PW_WORKER_BACKGROUND 3
+
+// The task's handler returned a string: `data` is it.
+#define PW_TASK_OK 0
+
+// It ran and failed (its handler threw, returned no string, or its script ended).
+#define PW_TASK_FAILED 1
+
+// It did not finish within the timeout.
+#define PW_TASK_TIMEOUT 2
+
+// It never ran (no such task worker, the sender's own worker, a full queue...).
+#define PW_TASK_REFUSED 3
+
 // StoreValue kinds.
 #define PW_STORE_INT 1
 
@@ -76,6 +100,18 @@ typedef enum {
   PW_RUN_RESULT_UNHEALTHY = 2,
 } pw_run_result;
 
+// How pw_shim_run_script runs its script.
+typedef enum {
+  // One request of classic mode.
+  PW_RUN_MODE_REQUEST = 0,
+  // A worker script (HTTP or task): `req` is what it sees while it boots, and it
+  // serves through frankenphp_handle_request() or php_worker_handle_task().
+  PW_RUN_MODE_WORKER,
+  // A background worker's or a scheduled job's script: it runs with no time limit,
+  // and its output goes to the log.
+  PW_RUN_MODE_BACKGROUND,
+} pw_run_mode;
+
 // A command line for pw_shim_cli_run; every pointer is valid for the call.
 typedef struct {
   pw_cli_mode mode;
@@ -108,6 +144,8 @@ typedef struct {
   void *timer;
   pid_t tid;
   void *timed_out;
+  // The thread's `EG(vm_interrupt)`.
+  void *vm_interrupt;
 } pw_kill_slot;
 
 // One request as PHP needs it. Every string is NUL-terminated, owned by Rust and valid
@@ -128,6 +166,10 @@ typedef struct {
   int64_t content_length;
   // 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2, 3000 for HTTP/3.
   int proto_num;
+  // The script's command line (`$argv`), `argc` NUL-terminated strings, for a
+  // scheduled job; 0 and NULL for everything else.
+  int argc;
+  const char *const *argv;
 } pw_shim_request;
 
 // What the script left behind.
@@ -156,6 +198,20 @@ typedef struct {
   const char *context;
   size_t context_len;
 } pw_php_log_line;
+
+// One payload, as C hands it over: `len` bytes at `data`.
+typedef struct {
+  const char *data;
+  size_t len;
+} pw_task_payload;
+
+// One answer: a PW_TASK_* status, and the result (PW_TASK_OK) or why it failed, as
+// `len` bytes at `data`.
+typedef struct {
+  int32_t status;
+  const char *data;
+  size_t len;
+} pw_task_answer;
 
 // A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and
 // `len` are the encoded bytes of an ENCODED value, valid for the duration of the call
@@ -203,11 +259,10 @@ extern void pw_shim_thread_init(const char *name, pw_kill_slot *slot);
 // Frees the calling thread's PHP context; no request may be running on it.
 extern void pw_shim_thread_shutdown(void);
 
-// Runs a script as one request: request startup, the script, request shutdown.
-// With `worker`, `req` is what the worker script sees while it boots, and the
-// script serves requests through frankenphp_handle_request() until it returns.
+// Runs a script as one request: request startup, the script, request shutdown
+// (see [`RunMode`]).
 extern pw_run_result pw_shim_run_script(const pw_shim_request *req,
-                                        bool worker,
+                                        pw_run_mode mode,
                                         pw_run_outcome *outcome);
 
 // Makes the script on the slot's thread fail with "Maximum execution time
@@ -221,7 +276,16 @@ extern bool pw_shim_kill(const pw_kill_slot *slot);
 // any thread while the slot's thread has its context.
 extern bool pw_shim_timed_out(const pw_kill_slot *slot);
 
+// Has the script on the slot's thread run its php_worker_on_stop() callback, if it
+// registered one, at its next instruction. Safe from any thread while the slot's
+// thread has its context.
+extern void pw_shim_interrupt(const pw_kill_slot *slot);
+
 extern int32_t pw_shim_module_startup(int32_t type_, int32_t module_number);
+
+// The module's request shutdown: frees what a request left with the module (a
+// php_worker_on_stop() callback).
+extern int32_t pw_shim_request_shutdown(int32_t type_, int32_t module_number);
 
 // The module's function table (a `zend_function_entry` array ended by an empty entry),
 // static in csrc/module.c: every PHP function the module adds, with its arginfo.
@@ -274,6 +338,14 @@ bool pw_rs_informational(void *ctx, int status);
 // The request's own `$_SERVER` pairs, without the configured env.
 void pw_rs_request_vars(void *ctx, pw_shim_vars *vars);
 
+// A task's payload: `*data` and `*len`, valid until the task ends. False when `ctx` is
+// not a task.
+bool pw_rs_task_payload(void *ctx, const char **data, size_t *len);
+
+// A task's handler answered: `ok` with what it returned, else why it failed (`len`
+// bytes at `s`).
+void pw_rs_task_result(void *ctx, bool ok, const char *s, size_t len);
+
 // True when the worker script about to boot must first have OPcache revalidated, then
 // call pw_rs_worker_opcache_revalidated(); waits while another thread of its generation
 // does it (see Generation::begin_opcache_revalidation).
@@ -282,8 +354,15 @@ bool pw_rs_worker_revalidates_opcache(void);
 // The revalidation pw_rs_worker_revalidates_opcache() asked for is done.
 void pw_rs_worker_opcache_revalidated(void);
 
-// True on a thread running a worker script.
-bool pw_rs_worker_active(void);
+// What the script on this thread is: a PW_WORKER_* value.
+int32_t pw_rs_worker_kind(void);
+
+// The name of the worker whose script runs on this thread (for PHP's error messages):
+// `*name` and `*len`, valid while the script runs; false outside a worker script.
+//
+// # Safety
+// `name` and `len` are writable.
+bool pw_rs_worker_name(const char **name, size_t *len);
 
 // Waits for the next request and fills `*req` with it: true. When the script must stop
 // (shutdown, restart, max_requests, max_memory) fills `*req` with the idle
@@ -307,6 +386,28 @@ void pw_rs_worker_done(bool failed, size_t memory);
 // # Safety
 // `req` is writable.
 void pw_rs_worker_idle(pw_shim_request *req);
+
+// php_worker_stopping(): whether the script on this thread was told to stop.
+bool pw_rs_thread_stopping(void);
+
+// php_worker_wait_stop(): waits up to `ms` milliseconds for the script on this thread
+// to be told to stop; true when it was. Returns false at once when the script was
+// stopped from outside (PHP then ends it).
+bool pw_rs_thread_wait_stop(uint64_t ms);
+
+// Sends `n` payloads to the task worker `worker` and waits up to `timeout_ms` for their
+// answers, which fill `answers` in order. Their bytes stay valid until the thread's
+// next call.
+//
+// # Safety
+// `worker` is readable for `worker_len` bytes; `payloads` holds `n` payloads, each
+// readable for its length; `answers` is writable for `n` answers.
+void pw_rs_tasks_run(const char *worker,
+                     size_t worker_len,
+                     const pw_task_payload *payloads,
+                     size_t n,
+                     uint64_t timeout_ms,
+                     pw_task_answer *answers);
 
 // getenv(name) for C, the one lookup behind both getenv() and PHP's own sapi_getenv():
 // the thread's putenv()s, the request's env, then the process environment. The value

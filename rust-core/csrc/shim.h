@@ -68,6 +68,13 @@ void pw_skip_body_drain(void);
 /* After request startup: the form or upload body stopped arriving while PHP parsed it. */
 bool pw_body_failed_at_startup(void);
 
+/* background.c: php_worker_on_stop()'s interrupt hook, installed at module startup; and
+ * forgetting the callback without freeing it (its request memory is gone). */
+void pw_background_startup(void);
+void pw_stop_callback_forget(void);
+/* task.c: the task exception classes, registered at module startup. */
+void pw_task_startup(void);
+
 /* worker.c: a worker script starts (its boot pseudo-request is active) or ended. */
 void pw_worker_script_begins(void);
 void pw_worker_script_ended(void);
@@ -90,6 +97,14 @@ void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);
 void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value);
+void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value);
+/* background.c */
+void pw_php_stopping(zend_execute_data *execute_data, zval *return_value);
+void pw_php_wait_stop(zend_execute_data *execute_data, zval *return_value);
+void pw_php_on_stop(zend_execute_data *execute_data, zval *return_value);
+/* task.c */
+void pw_php_task(zend_execute_data *execute_data, zval *return_value);
+void pw_php_tasks(zend_execute_data *execute_data, zval *return_value);
 
 /* store.c: php_worker_local_* and php_worker_shared_* */
 #define PW_STORE_DECLARE(scope)                                                          \

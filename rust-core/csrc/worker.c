@@ -212,6 +212,84 @@ static bool pw_start_idle_request(void)
 	return pw_worker_request_startup(&idle);
 }
 
+/* What pw_worker_next() found. */
+enum pw_next {
+	PW_NEXT_RUN,  /* a request (or task) started: run the handler */
+	PW_NEXT_DONE, /* a request answered without its handler (its body failed) */
+	PW_NEXT_STOP, /* the script must end: the loop function returns false */
+};
+
+/* What frankenphp_handle_request() and php_worker_handle_task() do before the handler:
+ * end the boot request on the first call, wait for the next request or task, and start
+ * it. Does not return when the script must be abandoned. */
+static enum pw_next pw_worker_next(pw_shim_request *req)
+{
+	if (pw_in_boot_request) {
+		pw_in_boot_request = false;
+		if (!pw_worker_request_shutdown()) {
+			pw_report_pending_exception();
+			pw_abandon_script();
+		}
+	}
+
+	bool has_request = pw_rs_worker_wait(req, zend_memory_usage(0), zend_memory_usage(1));
+	/* The execution timer kept running while the thread waited (disarming it costs a
+	 * syscall per request): re-arm it, and void a timeout it signalled meanwhile, before
+	 * any PHP code runs (session handlers can, during startup; the code after the loop
+	 * when there is no request). A signal raised before the re-arm is delivered by the
+	 * time timer_settime returns. */
+	zend_set_timeout(INI_INT("max_execution_time"), 0);
+	zend_atomic_bool_store_ex(&EG(timed_out), false);
+
+	if (!pw_worker_request_startup(req)) {
+		pw_report_pending_exception();
+		if (has_request) {
+			pw_rs_worker_done(true, zend_memory_usage(0));
+		}
+		pw_abandon_script();
+	}
+	if (!has_request) {
+		return PW_NEXT_STOP;
+	}
+	if (pw_body_failed_at_startup()) {
+		/* As in pw_shim_run_script: no handler on part of a form body; 408. */
+		pw_end_request(false);
+		return PW_NEXT_DONE;
+	}
+	return PW_NEXT_RUN;
+}
+
+/* Throws unless the script runs as a worker of `kind` (PW_WORKER_HTTP or PW_WORKER_TASK),
+ * whose loop function is `function`. */
+static bool pw_worker_kind_is(int32_t kind, const char *function)
+{
+	int32_t actual = pw_rs_worker_kind();
+	if (actual == kind) {
+		return true;
+	}
+	const char *why = actual == PW_WORKER_NONE       ? "outside a worker script"
+	                  : actual == PW_WORKER_HTTP     ? "in an HTTP worker, whose loop calls frankenphp_handle_request()"
+	                  : actual == PW_WORKER_TASK     ? "in a task worker, whose loop calls php_worker_handle_task()"
+	                                                 : "in a background worker, which takes no requests";
+	zend_throw_exception_ex(spl_ce_RuntimeException, 0, "%s() called %s", function, why);
+	return false;
+}
+
+/* exit() in a handler: the request ends (as failed), and the script unwinds after it. */
+static void pw_end_request_on_exit(void)
+{
+	/* Let the request's shutdown run without the pending unwind, then put it back. */
+	zend_object *unwind = EG(exception);
+	EG(exception) = NULL;
+	pw_end_request(true); /* an abandoned script's request shutdown frees `unwind` */
+	if (!pw_start_idle_request()) {
+		OBJ_RELEASE(unwind);
+		pw_report_pending_exception();
+		pw_abandon_script();
+	}
+	EG(exception) = unwind;
+}
+
 void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 {
 	zend_fcall_info fci;
@@ -221,43 +299,17 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_FUNC(fci, fcc)
 	ZEND_PARSE_PARAMETERS_END();
 
-	if (!pw_rs_worker_active()) {
-		zend_throw_exception(spl_ce_RuntimeException,
-		                     "frankenphp_handle_request() called while not in worker mode", 0);
+	if (!pw_worker_kind_is(PW_WORKER_HTTP, "frankenphp_handle_request")) {
 		RETURN_THROWS();
 	}
-	if (pw_in_boot_request) {
-		pw_in_boot_request = false;
-		if (!pw_worker_request_shutdown()) {
-			pw_report_pending_exception();
-			pw_abandon_script();
-		}
-	}
-
 	pw_shim_request req;
-	bool has_request = pw_rs_worker_wait(&req, zend_memory_usage(0), zend_memory_usage(1));
-	/* The execution timer kept running while the thread waited (disarming it costs a
-	 * syscall per request): re-arm it, and void a timeout it signalled meanwhile, before
-	 * any PHP code runs (session handlers can, during startup; the code after the loop
-	 * when there is no request). A signal raised before the re-arm is delivered by the
-	 * time timer_settime returns. */
-	zend_set_timeout(INI_INT("max_execution_time"), 0);
-	zend_atomic_bool_store_ex(&EG(timed_out), false);
-
-	if (!pw_worker_request_startup(&req)) {
-		pw_report_pending_exception();
-		if (has_request) {
-			pw_rs_worker_done(true, zend_memory_usage(0));
-		}
-		pw_abandon_script();
-	}
-	if (!has_request) {
+	switch (pw_worker_next(&req)) {
+	case PW_NEXT_STOP:
 		RETURN_FALSE;
-	}
-	if (pw_body_failed_at_startup()) {
-		/* As in pw_shim_run_script: no handler on part of a form body; 408. */
-		pw_end_request(false);
+	case PW_NEXT_DONE:
 		RETURN_TRUE;
+	case PW_NEXT_RUN:
+		break;
 	}
 
 	zval retval;
@@ -275,20 +327,79 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 			zend_exception_error(EG(exception), E_ERROR);
 			zend_bailout();
 		}
-		/* exit() unwinds the script after this request: let its request shutdown run
-		 * without the pending unwind, then put it back. */
-		zend_object *unwind = EG(exception);
-		EG(exception) = NULL;
-		pw_end_request(true); /* an abandoned script's request shutdown frees `unwind` */
-		if (!pw_start_idle_request()) {
-			OBJ_RELEASE(unwind);
-			pw_report_pending_exception();
-			pw_abandon_script();
-		}
-		EG(exception) = unwind;
+		pw_end_request_on_exit();
 		RETURN_TRUE;
 	}
 
+	pw_end_request(false);
+	RETURN_TRUE;
+}
+
+/* A task's handler failed with `why`. */
+static void pw_task_failed(zend_string *why)
+{
+	pw_rs_task_result(SG(server_context), false, ZSTR_VAL(why), ZSTR_LEN(why));
+	zend_string_release(why);
+}
+
+void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value)
+{
+	zend_fcall_info fci;
+	zend_fcall_info_cache fcc;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_FUNC(fci, fcc)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!pw_worker_kind_is(PW_WORKER_TASK, "php_worker_handle_task")) {
+		RETURN_THROWS();
+	}
+	pw_shim_request req;
+	switch (pw_worker_next(&req)) {
+	case PW_NEXT_STOP:
+		RETURN_FALSE;
+	case PW_NEXT_DONE:
+		RETURN_TRUE;
+	case PW_NEXT_RUN:
+		break;
+	}
+
+	const char *payload = "";
+	size_t len = 0;
+	pw_rs_task_payload(SG(server_context), &payload, &len);
+	zval arg, retval;
+	ZVAL_STRINGL(&arg, payload, len);
+	ZVAL_UNDEF(&retval);
+	fci.retval = &retval;
+	fci.params = &arg;
+	fci.param_count = 1;
+	zend_call_function(&fci, &fcc);
+	zval_ptr_dtor(&arg);
+
+	if (!EG(exception)) {
+		if (Z_TYPE(retval) == IS_STRING) {
+			pw_rs_task_result(SG(server_context), true, Z_STRVAL(retval), Z_STRLEN(retval));
+		} else {
+			pw_task_failed(zend_strpprintf(0, "its handler returned %s, not a string", zend_zval_type_name(&retval)));
+		}
+		zval_ptr_dtor(&retval);
+		pw_end_request(false);
+		RETURN_TRUE;
+	}
+	zval_ptr_dtor(&retval);
+	if (zend_is_unwind_exit(EG(exception)) || zend_is_graceful_exit(EG(exception))) {
+		pw_task_failed(zend_string_init(ZEND_STRL("its handler called exit()"), 0));
+		pw_end_request_on_exit();
+		RETURN_TRUE;
+	}
+	/* An exception fails the task, which the sender gets as an exception naming it; the
+	 * script goes on with the next task. */
+	zend_object *ex = EG(exception);
+	zval rv;
+	zval *message = zend_read_property_ex(zend_get_exception_base(ex), ex, ZSTR_KNOWN(ZEND_STR_MESSAGE), 1, &rv);
+	pw_task_failed(zend_strpprintf(0, "%s: %s", ZSTR_VAL(ex->ce->name),
+	                               message && Z_TYPE_P(message) == IS_STRING ? Z_STRVAL_P(message) : ""));
+	zend_clear_exception();
 	pw_end_request(false);
 	RETURN_TRUE;
 }

@@ -239,6 +239,18 @@ typedef struct {
               size_t fields_len);
 } php_worker_callbacks_t;
 
+// How a scheduled job's run ended (php_worker_job_run()).
+typedef struct {
+  // The script's exit status: exit(n), 255 after a fatal error.
+  int32_t exit_status;
+  // It ended on a fatal error or an uncaught exception.
+  bool fatal;
+  // PHP failed around the script (its request startup or shutdown).
+  bool failed_to_run;
+  // How long it ran, in milliseconds.
+  uint64_t duration_ms;
+} php_worker_job_outcome_t;
+
 // A command line for php_worker_cli_run(). Strings are NUL-terminated; NULL for absent.
 typedef struct {
   // One of the PHP_WORKER_CLI_* modes.
@@ -329,9 +341,13 @@ php_worker_error_t *php_worker_engine_stats(const php_worker_engine_t *engine,
 
 // Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 // threads boot the worker script at once, and it takes requests as they are ready.
-// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_threads": n,
-// "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n, "boot": {"fields": [s,
-// ...], "vars": [[k, v], ...], "env_pairs": n}}`, read during the call. `boot` is the
+// `spec_json` is `{"name": s, "kind": "http"|"task"|"background", "file": absolute path,
+// "num": n, "max_threads": n, "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n,
+// "stop_timeout_ms": n, "env": [[k, v], ...], "boot": {"fields": [s, ...], "vars": [[k,
+// v], ...], "env_pairs": n}}`, read during the call (`kind` defaults to "http": a worker
+// that serves requests; a task worker's queue takes tasks from PHP threads, not
+// requests; a background pool takes nothing, and its scripts must end within
+// `stop_timeout_ms` once told to stop; a pool keeps its kind). `boot` is the
 // request the script sees while it boots and between requests, in the layout of
 // php_worker_request_submit() (the fields in php_worker_field order, then the
 // `$_SERVER` pairs, the last `env_pairs` of which answer getenv()); without it the
@@ -343,6 +359,20 @@ php_worker_error_t *php_worker_pool_new(const php_worker_engine_t *engine,
                                         uint32_t pool,
                                         const uint8_t *spec_json,
                                         size_t spec_len);
+
+// Runs a scheduled job: the script `spec_json` names (a worker spec, see
+// php_worker_pool_new(), with `"kind": "background"` and `"argv": [script, args...]`)
+// once, on a PHP thread of its own, with `$argv` and no time limit; its output goes to
+// the log. Blocks until the script ends (php_worker_engine_shutdown() stops it like
+// any script), then fills `*out`. Call it from a thread that may block that long.
+//
+// # Safety
+// `engine` is live for the whole call; `spec_json` is valid for `spec_len` bytes; `out`
+// is writable.
+php_worker_error_t *php_worker_job_run(const php_worker_engine_t *engine,
+                                       const uint8_t *spec_json,
+                                       size_t spec_len,
+                                       php_worker_job_outcome_t *out);
 
 // Sets the number of threads of the classic pool: new threads start at once. Extra
 // ones finish their request and end (the call does not wait for them), or, while

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -22,12 +22,41 @@ pub struct EngineConfig {
     pub completions: bool,
 }
 
+/// What a worker script does on its threads.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerKind {
+    /// It serves HTTP requests through frankenphp_handle_request().
+    #[default]
+    Http,
+    /// It runs tasks other PHP threads send it (php_worker_task()) through
+    /// php_worker_handle_task().
+    Task,
+    /// It runs a loop of its own and takes no requests: each thread runs the script,
+    /// and runs it again when it ends, until it is told to stop.
+    Background,
+}
+
+impl WorkerKind {
+    /// The kind's name in logs and the thread list.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerKind::Http => "http",
+            WorkerKind::Task => "task",
+            WorkerKind::Background => "background",
+        }
+    }
+}
+
 /// A worker script and the threads that keep it booted.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSpec {
-    /// For logs and the thread list.
+    /// For logs and the thread list; task workers are found by it (php_worker_task()).
     pub name: String,
+    /// What the script does; a pool keeps its kind across restarts.
+    #[serde(default)]
+    pub kind: WorkerKind,
     /// Absolute path of the worker script.
     pub file: String,
     /// Threads running the script.
@@ -56,6 +85,13 @@ pub struct WorkerSpec {
     /// it reaches frankenphp_handle_request(). Waits start at 100 ms and double.
     #[serde(default = "default_boot_backoff_ms")]
     pub max_boot_backoff_ms: u64,
+    /// How long a background script told to stop (a restart, a removal, the engine's
+    /// shutdown) may take before it is stopped the way a timeout stops it.
+    #[serde(default = "default_stop_timeout_ms")]
+    pub stop_timeout_ms: u64,
+    /// A scheduled job's `$argv`, the script's path first; empty for workers.
+    #[serde(default)]
+    pub argv: Vec<String>,
 }
 
 /// A request as the host writes every request: the fixed fields in
@@ -91,6 +127,10 @@ fn default_queue_capacity() -> usize {
 
 fn default_boot_backoff_ms() -> u64 {
     5_000
+}
+
+fn default_stop_timeout_ms() -> u64 {
+    30_000
 }
 
 impl EngineConfig {
@@ -136,6 +176,9 @@ impl WorkerSpec {
             return Err(Error::Config(format!("worker {}: file must be an absolute path", spec.name)));
         }
         spec.boot.check().map_err(|e| Error::Config(format!("worker {}: {e}", spec.name)))?;
+        if spec.argv.iter().any(|a| a.contains('\0')) {
+            return Err(Error::Config(format!("worker {}: argv must not hold NUL", spec.name)));
+        }
         if spec.env.iter().any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0')) {
             return Err(Error::Config(format!("worker {}: env names must not be empty, nor names or values hold NUL", spec.name)));
         }
@@ -174,5 +217,9 @@ mod tests {
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"x":1}"#).is_err());
         assert_eq!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":2,"max_threads":8}"#).unwrap().max_threads, 8);
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":2,"max_threads":1}"#).is_err());
+        assert_eq!((w.kind, w.stop_timeout_ms), (WorkerKind::Http, 30_000));
+        let b = WorkerSpec::from_json(br#"{"name":"b","file":"/b.php","num":1,"kind":"background","stop_timeout_ms":500}"#).unwrap();
+        assert_eq!((b.kind, b.stop_timeout_ms), (WorkerKind::Background, 500));
+        assert!(WorkerSpec::from_json(br#"{"name":"b","file":"/b.php","num":1,"kind":"cron"}"#).is_err());
     }
 }

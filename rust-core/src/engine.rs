@@ -4,20 +4,23 @@
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, Mutex, RwLock, Weak, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::config::{EngineConfig, WorkerSpec};
+use crate::config::{EngineConfig, WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::pool::Pool;
-use crate::request::{Refusal, Request};
+use crate::request::task::TaskReply;
+use crate::request::{Refusal, Request, RunState};
 use crate::runtime::opcache;
 use crate::runtime::registry::{Registry, release_free_memory};
 use crate::runtime::PHP_THREAD_STACK;
 use crate::runtime::info::{PoolId, ThreadInfo};
-use crate::runtime::protocol::Command;
+use crate::runtime::counters::PoolCounters;
+use crate::runtime::generation::{Generation, JobOutcome};
+use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, TaskRouter};
 use crate::scaling::{Limits, Pools, Scaler};
 use crate::watchdog::{Deadlines, Watchdog};
 use crate::php::sys::{self, OpcacheHook, ShimVars};
@@ -95,6 +98,7 @@ impl Engine {
         );
         let classic = Pool::classic(CLASSIC, config.queue_capacity, &host, &registry);
         let pools: Pools = Arc::new(RwLock::new(vec![classic]));
+        registry.set_task_router(Arc::new(TaskRoutes(Arc::downgrade(&pools))));
         let scaler = match Scaler::start(pools.clone(), host.clone()) {
             Ok(scaler) => Some(scaler),
             Err(e) => {
@@ -233,6 +237,27 @@ impl Engine {
         self.scaler.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|s| s.limits()).unwrap_or_default()
     }
 
+    /// Runs a scheduled job: its script once, on a PHP thread of its own, with the
+    /// spec's `$argv`, no time limit and its output to the log. Blocks until the script
+    /// ended (the engine's shutdown stops it like any script).
+    pub fn run_job(&self, spec: WorkerSpec) -> Result<JobOutcome> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err(Error::Stopped);
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let generation = Arc::new(Generation::job(spec, tx));
+        let assignment = Assignment {
+            pool: JOBS,
+            queue: crossbeam_channel::never(),
+            role: Role::Worker(generation),
+            events: Arc::new(NoPool),
+            counters: PoolCounters::new(),
+        };
+        self.registry.spawn(&self.host, assignment)?;
+        // The thread sends the outcome, or drops the sender when it ends without one.
+        rx.recv().map_err(|_| Error::Startup("the job's PHP thread ended on an internal error".into()))
+    }
+
     /// Every PHP thread that has not ended.
     pub fn threads(&self) -> Vec<Arc<ThreadInfo>> {
         self.registry.threads()
@@ -255,6 +280,8 @@ impl Engine {
                 let _ = main.jobs.send(MainJob::Refuse(requests));
             }
         }
+        // Scheduled jobs belong to no pool: tell their scripts too.
+        self.registry.request_stop_all();
         if !self.registry.wait_all_done(Instant::now() + grace) {
             let killed = self.registry.kill_all();
             self.host.log(0, Level::Warn, &format!(
@@ -275,6 +302,45 @@ impl Engine {
         let _ = main.handle.join();
         ENGINE_ALIVE.store(false, Ordering::Release);
         self.host.log(0, Level::Info, "PHP stopped");
+    }
+}
+
+/// The pool id of scheduled jobs' threads, which belong to no pool.
+pub const JOBS: PoolId = PoolId::MAX;
+
+/// The events of a thread that belongs to no pool (a scheduled job's).
+struct NoPool;
+
+impl PoolEvents for NoPool {
+    fn booted(&self, _: &ThreadInfo) {}
+    fn boot_failing(&self, _: &ThreadInfo, _: bool) -> bool {
+        false
+    }
+    fn left(&self, _: &ThreadInfo) {}
+}
+
+/// Routes tasks to the task worker of their name (see src/runtime/task.rs). Holds the
+/// pool table weakly: the table's pools hold the registry, which holds this.
+struct TaskRoutes(Weak<RwLock<Vec<Arc<Pool>>>>);
+
+impl TaskRouter for TaskRoutes {
+    fn submit_task(&self, worker: &str, sender: PoolId, payload: &[u8], reply: TaskReply) -> std::result::Result<Arc<RunState>, String> {
+        let pools = self.0.upgrade().ok_or("PHP is stopping")?;
+        let pool = {
+            let pools = pools.read().unwrap_or_else(|e| e.into_inner());
+            let mut named = pools.iter().filter(|p| p.name == worker && p.id != CLASSIC);
+            // A reload may keep a removed pool draining beside a new one of the same name.
+            named.clone().find(|p| p.kind == WorkerKind::Task).or_else(|| named.next()).cloned()
+        };
+        let Some(pool) = pool else {
+            return Err(format!("no task worker is named {worker:?}"));
+        };
+        if pool.id == sender {
+            return Err(format!(
+                "a thread of task worker {worker} cannot wait for a task of its own worker (its threads could all wait for each other)"
+            ));
+        }
+        pool.submit_task(payload, reply)
     }
 }
 

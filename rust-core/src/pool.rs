@@ -14,14 +14,16 @@
 //! removes extra ones that stay idle.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde::Serialize;
 
-use crate::config::WorkerSpec;
+use crate::config::{WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
-use crate::request::{Refusal, Request};
+use crate::request::task::TaskReply;
+use crate::request::{Refusal, Request, RunState};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
@@ -30,6 +32,10 @@ use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, ThreadHand
 
 pub struct Pool {
     pub id: PoolId,
+    /// What its scripts do (Http for the classic pool); a pool keeps its kind.
+    pub kind: WorkerKind,
+    /// The worker's name ("" for the classic pool): task workers are found by it.
+    pub name: String,
     tx: Sender<Box<Request>>,
     rx: Receiver<Box<Request>>,
     host: Arc<Host>,
@@ -93,6 +99,8 @@ impl Member {
 #[derive(Serialize, Debug, Clone)]
 pub struct PoolStats {
     pub id: PoolId,
+    /// What its scripts do: "http" (the classic pool too), "task" or "background".
+    pub kind: WorkerKind,
     /// The worker's name; None for the classic pool.
     pub worker: Option<String>,
     /// The current generation (0 for the classic pool).
@@ -154,8 +162,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Pool {
     fn new(id: PoolId, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>, workers: Option<Workers>) -> Arc<Pool> {
         let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let (kind, name) = workers.as_ref().map_or((WorkerKind::Http, String::new()), |w| (w.current.spec.kind, w.current.spec.name.clone()));
         Arc::new_cyclic(|me| Pool {
             id,
+            kind,
+            name,
             tx,
             rx,
             host: host.clone(),
@@ -200,6 +211,28 @@ impl Pool {
         })
     }
 
+    /// Queues a task (src/request/task.rs) for the current generation's script. Returns
+    /// its run state, to withdraw it; on error it was not queued: why, in words.
+    pub fn submit_task(&self, payload: &[u8], reply: TaskReply) -> std::result::Result<Arc<RunState>, String> {
+        let generation = {
+            let state = lock(&self.state);
+            if state.draining {
+                return Err(format!("task worker {} is stopping", self.name));
+            }
+            match state.workers.as_ref() {
+                Some(w) if self.kind == WorkerKind::Task => w.current.clone(),
+                _ => return Err(format!("{} is not a task worker", self.name)),
+            }
+        };
+        let request = generation.task_request(&self.host, payload, reply);
+        let state = request.run_state_ref();
+        self.submit(request).map_err(|e| match e {
+            Error::QueueFull => format!("task worker {}: every thread is busy and its queue is full", self.name),
+            _ => format!("task worker {} is stopping", self.name),
+        })?;
+        Ok(state)
+    }
+
     fn assignment(&self, generation: Option<&Arc<Generation>>) -> Assignment {
         let events: Arc<dyn PoolEvents> = self.me.upgrade().expect("a pool acts only while alive");
         Assignment {
@@ -223,8 +256,18 @@ impl Pool {
     fn stop_members(&self, state: &mut PoolState, which: impl Fn(&Member) -> bool) {
         for m in state.members.iter_mut().filter(|m| !m.leaving && which(m)) {
             m.leaving = true;
-            m.thread.send(Command::Stop);
+            Pool::tell(m, Command::Stop);
         }
+    }
+
+    /// Sends a member a command that makes it leave. A background script, which runs
+    /// until it ends on its own, must end within its stop timeout or the watchdog stops
+    /// it.
+    fn tell(m: &Member, command: Command) {
+        if let Some(g) = m.generation.as_ref().filter(|g| g.spec.kind == WorkerKind::Background) {
+            m.thread.info.set_stop_deadline(Duration::from_millis(g.spec.stop_timeout_ms));
+        }
+        m.thread.send(command);
     }
 
     /// Sets the number of threads of the classic pool: new ones start at once. Extra
@@ -272,8 +315,26 @@ impl Pool {
         }
         let workers = state.workers.as_mut().expect("checked above");
         let spec = spec.unwrap_or_else(|| workers.current.spec.clone());
+        if spec.kind != self.kind {
+            return Err(Error::Pool(self.id, format!(
+                "worker {} is a {} worker and cannot become a {} worker: give it another name",
+                self.name,
+                self.kind.name(),
+                spec.kind.name()
+            )));
+        }
         let generation = Arc::new(Generation::new(workers.next_generation, spec, false));
         workers.next_generation += 1;
+        if self.kind == WorkerKind::Background {
+            // Its threads start when the running ones have stopped: never more copies of
+            // the script at once than its num (see activate_background).
+            if activate {
+                self.activate_locked(&mut state, &generation);
+            } else {
+                state.workers.as_mut().expect("checked above").staged = Some(generation.clone());
+            }
+            return Ok(generation.id);
+        }
         // As many threads as the running generation has now (autoscaling may have added
         // some), so the pool keeps its capacity while the new threads take over.
         let current = workers.current.id;
@@ -308,10 +369,31 @@ impl Pool {
     fn activate_locked(&self, state: &mut PoolState, generation: &Arc<Generation>) {
         generation.activate();
         state.workers.as_mut().expect("a worker pool").current = generation.clone();
+        if self.kind == WorkerKind::Background {
+            self.counters.restarted(state.members.iter().filter(|m| !m.leaving).count() as u64);
+            self.stop_members(state, |m| m.generation_id() != generation.id);
+            self.start_background(state);
+            return;
+        }
         for m in state.members.iter().filter(|m| m.generation_id() == generation.id) {
             m.thread.send(Command::Activate);
         }
         self.rebalance(state);
+    }
+
+    /// Starts the current generation of a background pool once no thread of an older
+    /// one runs.
+    fn start_background(&self, state: &mut PoolState) {
+        let Some(current) = state.workers.as_ref().map(|w| w.current.clone()) else { return };
+        if state.draining || state.members.iter().any(|m| m.generation_id() != current.id) {
+            return;
+        }
+        let running = state.members.iter().filter(|m| !m.leaving).count();
+        if running < current.spec.num
+            && let Err(e) = self.spawn(state, current.spec.num - running, Some(&current))
+        {
+            self.host.log(0, Level::Error, &format!("background worker {}: cannot start its threads: {e}", self.name));
+        }
     }
 
     /// Stops a staged generation that never took requests.
@@ -328,6 +410,9 @@ impl Pool {
     /// Retires threads of older generations one for one as the current one's boot: the
     /// old ones keep serving for the new threads that are not ready yet.
     fn rebalance(&self, state: &mut PoolState) {
+        if self.kind == WorkerKind::Background {
+            return; // activate_locked stops the old generation at once
+        }
         let Some(current) = state.workers.as_ref().map(|w| w.current.clone()) else { return };
         let keep = state.members.iter().filter(|m| !m.leaving && !m.booted && m.generation_id() == current.id).count();
         let mut old: Vec<usize> = (0..state.members.len())
@@ -371,7 +456,13 @@ impl Pool {
             threads,
             starting: pulling().filter(|m| matches!(m.thread.info.state(), ThreadState::Starting | ThreadState::Booting)).count(),
             failing: pulling().filter(|m| m.failing).count(),
-            room: if state.draining { 0 } else if max == 0 { usize::MAX } else { max.saturating_sub(threads) },
+            room: if state.draining || self.kind == WorkerKind::Background {
+                0
+            } else if max == 0 {
+                usize::MAX
+            } else {
+                max.saturating_sub(threads)
+            },
         }
     }
 
@@ -444,7 +535,7 @@ impl Pool {
         let mut state = lock(&self.state);
         state.draining = true;
         for m in &state.members {
-            m.thread.send(Command::Drain);
+            Pool::tell(m, Command::Drain);
         }
         let idle = state.members.is_empty();
         drop(state);
@@ -497,6 +588,7 @@ impl Pool {
         let living = || state.members.iter().filter(|m| !m.leaving);
         PoolStats {
             id: self.id,
+            kind: self.kind,
             worker: current.as_ref().map(|g| g.spec.name.clone()),
             generation: current.as_ref().map_or(0, |g| g.id),
             staged: state.workers.as_ref().and_then(|w| w.staged.as_ref().map(|g| g.id)),
@@ -545,6 +637,9 @@ impl PoolEvents for Pool {
     fn left(&self, thread: &ThreadInfo) {
         let mut state = lock(&self.state);
         state.members.retain(|m| !std::ptr::eq(Arc::as_ptr(&m.thread.info), thread));
+        if self.kind == WorkerKind::Background {
+            self.start_background(&mut state);
+        }
         if state.draining && state.members.is_empty() {
             drop(state);
             self.refuse_queue();

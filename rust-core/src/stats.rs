@@ -125,6 +125,7 @@ mod tests {
             }],
             pools: vec![PoolStats {
                 id: 7,
+                kind: crate::config::WorkerKind::Task,
                 worker: Some("app".into()),
                 generation: 2,
                 staged: Some(3),

@@ -126,12 +126,13 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
             }
             guard.0
         };
+        let threads = registry.threads();
+        stop_overdue(&threads, host);
         let Some(grace) = deadlines.grace else {
             watches.clear();
             continue;
         };
         let now = Instant::now();
-        let threads = registry.threads();
         let mut stuck = threads.iter().filter(|t| t.is_stuck()).count();
         watches.retain(|index, _| threads.iter().any(|t| t.index == *index));
         for info in &threads {
@@ -189,6 +190,19 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
             }
             wake(info, host, true);
         }
+    }
+}
+
+/// Stops the background scripts told to stop that are still running past their stop
+/// timeout (src/runtime/background.rs), the way a timeout stops a script.
+fn stop_overdue(threads: &[Arc<ThreadInfo>], host: &Host) {
+    let now = crate::runtime::info::since_epoch();
+    for info in threads.iter().filter(|t| t.take_stop_overdue(now)) {
+        host.event(0, Level::Warn, "background worker did not stop within its stop timeout: stopping it", &[
+            ("thread", info.name().into()),
+            ("worker", info.snapshot().worker.map_or(String::new(), |w| w.to_string()).into()),
+        ]);
+        wake(info, host, true);
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::types::{
-    Callbacks, CliCommand, CompletionEntry, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
+    Callbacks, CliCommand, CompletionEntry, JobOutcome, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
     PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
 };
 use crate::config::{EngineConfig, WorkerSpec};
@@ -182,9 +182,13 @@ pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, ou
 
 /// Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 /// threads boot the worker script at once, and it takes requests as they are ready.
-/// `spec_json` is `{"name": s, "file": absolute path, "num": n, "max_threads": n,
-/// "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n, "boot": {"fields": [s,
-/// ...], "vars": [[k, v], ...], "env_pairs": n}}`, read during the call. `boot` is the
+/// `spec_json` is `{"name": s, "kind": "http"|"task"|"background", "file": absolute path,
+/// "num": n, "max_threads": n, "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n,
+/// "stop_timeout_ms": n, "env": [[k, v], ...], "boot": {"fields": [s, ...], "vars": [[k,
+/// v], ...], "env_pairs": n}}`, read during the call (`kind` defaults to "http": a worker
+/// that serves requests; a task worker's queue takes tasks from PHP threads, not
+/// requests; a background pool takes nothing, and its scripts must end within
+/// `stop_timeout_ms` once told to stop; a pool keeps its kind). `boot` is the
 /// request the script sees while it boots and between requests, in the layout of
 /// php_worker_request_submit() (the fields in php_worker_field order, then the
 /// `$_SERVER` pairs, the last `env_pairs` of which answer getenv()); without it the
@@ -200,6 +204,44 @@ pub unsafe extern "C" fn php_worker_pool_new(engine: *const EngineHandle, pool: 
         // SAFETY: the function's contract: `spec_json` is valid for `spec_len` bytes.
         let spec = WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?;
         engine.create_worker_pool(pool, spec)
+    })
+}
+
+/// Runs a scheduled job: the script `spec_json` names (a worker spec, see
+/// php_worker_pool_new(), with `"kind": "background"` and `"argv": [script, args...]`)
+/// once, on a PHP thread of its own, with `$argv` and no time limit; its output goes to
+/// the log. Blocks until the script ends (php_worker_engine_shutdown() stops it like
+/// any script), then fills `*out`. Call it from a thread that may block that long.
+///
+/// # Safety
+/// `engine` is live for the whole call; `spec_json` is valid for `spec_len` bytes; `out`
+/// is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_job_run(
+    engine: *const EngineHandle,
+    spec_json: *const u8,
+    spec_len: usize,
+    out: *mut JobOutcome,
+) -> *mut ErrorHandle {
+    catch(|| {
+        if out.is_null() {
+            return Err(Error::InvalidRequest("NULL out"));
+        }
+        // SAFETY: the function's contract: `engine` is live.
+        let engine = unsafe { engine_ref(engine)? };
+        // SAFETY: the function's contract: `spec_json` is valid for `spec_len` bytes.
+        let spec = WorkerSpec::from_json(unsafe { bytes(spec_json, spec_len)? })?;
+        let outcome = engine.run_job(spec)?;
+        // SAFETY: the function's contract: `out` is writable.
+        unsafe {
+            *out = JobOutcome {
+                exit_status: outcome.exit_status,
+                fatal: outcome.fatal,
+                failed_to_run: outcome.failed_to_run,
+                duration_ms: outcome.duration.as_millis() as u64,
+            }
+        };
+        Ok(())
     })
 }
 

@@ -185,3 +185,17 @@ pub struct CliCommand {
     /// Read no php.ini (php -n).
     pub no_ini: bool,
 }
+
+/// How a scheduled job's run ended (php_worker_job_run()).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobOutcome {
+    /// The script's exit status: exit(n), 255 after a fatal error.
+    pub exit_status: i32,
+    /// It ended on a fatal error or an uncaught exception.
+    pub fatal: bool,
+    /// PHP failed around the script (its request startup or shutdown).
+    pub failed_to_run: bool,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+}

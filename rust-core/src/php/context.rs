@@ -19,7 +19,7 @@ impl PhpContext {
     /// The engine has started (pw_shim_engine_startup returned) and stays up until this
     /// context is dropped; the thread has no other live context.
     pub unsafe fn new(name: &CStr) -> PhpContext {
-        let mut kill = KillSlot { thread: 0, timer: std::ptr::null_mut(), tid: 0, timed_out: std::ptr::null_mut() };
+        let mut kill = KillSlot { thread: 0, timer: std::ptr::null_mut(), tid: 0, timed_out: std::ptr::null_mut(), vm_interrupt: std::ptr::null_mut() };
         // SAFETY: per the function contract; `kill` is writable.
         unsafe { sys::pw_shim_thread_init(name.as_ptr(), &mut kill) };
         PhpContext { kill, _thread_bound: PhantomData }

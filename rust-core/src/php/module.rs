@@ -14,6 +14,9 @@ use ext_php_rs::zend::ModuleEntry;
 
 unsafe extern "C" {
     fn pw_shim_module_startup(type_: i32, module_number: i32) -> i32;
+    /// The module's request shutdown: frees what a request left with the module (a
+    /// php_worker_on_stop() callback).
+    fn pw_shim_request_shutdown(type_: i32, module_number: i32) -> i32;
     /// The module's function table (a `zend_function_entry` array ended by an empty entry),
     /// static in csrc/module.c: every PHP function the module adds, with its arginfo.
     fn pw_shim_functions() -> *const c_void;
@@ -21,7 +24,10 @@ unsafe extern "C" {
 
 #[php_module]
 pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
-    module.name("php_worker").startup_function(pw_shim_module_startup)
+    module
+        .name("php_worker")
+        .startup_function(pw_shim_module_startup)
+        .request_shutdown_function(pw_shim_request_shutdown)
 }
 
 /// The module entry for the SAPI's startup: built once per process, with C's function

@@ -28,6 +28,25 @@ pub struct ShimRequest {
     pub content_length: i64,
     /// 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2, 3000 for HTTP/3.
     pub proto_num: c_int,
+    /// The script's command line (`$argv`), `argc` NUL-terminated strings, for a
+    /// scheduled job; 0 and NULL for everything else.
+    pub argc: c_int,
+    pub argv: *const *const c_char,
+}
+
+/// How pw_shim_run_script runs its script.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // read by C
+pub enum RunMode {
+    /// One request of classic mode.
+    Request = 0,
+    /// A worker script (HTTP or task): `req` is what it sees while it boots, and it
+    /// serves through frankenphp_handle_request() or php_worker_handle_task().
+    Worker,
+    /// A background worker's or a scheduled job's script: it runs with no time limit,
+    /// and its output goes to the log.
+    Background,
 }
 
 /// Variables for `$_SERVER` or the environment, in the layout of src/layout.rs: `pairs`
@@ -95,6 +114,8 @@ pub struct KillSlot {
     pub timer: *mut c_void,
     pub tid: libc::pid_t,
     pub timed_out: *mut c_void,
+    /// The thread's `EG(vm_interrupt)`.
+    pub vm_interrupt: *mut c_void,
 }
 
 // SAFETY: a pthread id and an address only used as a signal's payload.
@@ -178,10 +199,9 @@ unsafe extern "C" {
     pub fn pw_shim_thread_init(name: *const c_char, slot: *mut KillSlot);
     /// Frees the calling thread's PHP context; no request may be running on it.
     pub fn pw_shim_thread_shutdown();
-    /// Runs a script as one request: request startup, the script, request shutdown.
-    /// With `worker`, `req` is what the worker script sees while it boots, and the
-    /// script serves requests through frankenphp_handle_request() until it returns.
-    pub fn pw_shim_run_script(req: *const ShimRequest, worker: bool, outcome: *mut RunOutcome) -> RunResult;
+    /// Runs a script as one request: request startup, the script, request shutdown
+    /// (see [`RunMode`]).
+    pub fn pw_shim_run_script(req: *const ShimRequest, mode: RunMode, outcome: *mut RunOutcome) -> RunResult;
     /// Makes the script on the slot's thread fail with "Maximum execution time
     /// exceeded" at its next instruction, interrupting a blocking sleep. False if no
     /// signal could be sent, or none may be yet (no thread started a request, so PHP's
@@ -191,4 +211,8 @@ unsafe extern "C" {
     /// or pw_shim_kill was called) and has not reached a new request since. Safe from
     /// any thread while the slot's thread has its context.
     pub fn pw_shim_timed_out(slot: *const KillSlot) -> bool;
+    /// Has the script on the slot's thread run its php_worker_on_stop() callback, if it
+    /// registered one, at its next instruction. Safe from any thread while the slot's
+    /// thread has its context.
+    pub fn pw_shim_interrupt(slot: *const KillSlot);
 }

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use super::task::{TaskError, TaskResult};
 use super::{Refusal, Request};
 use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
@@ -53,6 +54,9 @@ pub enum Sink {
     Client,
     /// To the log, line by line: a worker script booting or between requests.
     Log,
+    /// To the log, line by line, for a task: its answer is what its handler returns
+    /// (see [`RequestContext::set_task_result`]), sent to the PHP thread that waits.
+    Task,
 }
 
 /// The response side of a running request. A pointer to it is PHP's
@@ -78,6 +82,10 @@ pub struct RequestContext {
     /// The env of the worker pool the request runs in, sent once for the pool: it
     /// follows the request's own pairs in `$_SERVER` and answers getenv() after them.
     inherited_env: Option<Arc<Strings>>,
+    /// A task's answer, once its handler gave one.
+    task_result: Option<TaskResult>,
+    /// The worker whose log lines these are (its boot, background run or tasks).
+    worker: Option<Arc<str>>,
 }
 
 impl RequestContext {
@@ -94,15 +102,23 @@ impl RequestContext {
             headers_sent: false,
             aborted: false,
             body_failed: false,
-            detached: sink == Sink::Log,
+            detached: sink != Sink::Client,
             expiry: None,
             inherited_env: None,
+            task_result: None,
+            worker: None,
         }
     }
 
     /// The request runs in a worker pool whose env is `env`.
     pub fn inherit_env(mut self, env: Arc<Strings>) -> Self {
         self.inherited_env = Some(env);
+        self
+    }
+
+    /// Its log lines name `worker`.
+    pub fn logging_as(mut self, worker: Arc<str>) -> Self {
+        self.worker = Some(worker);
         self
     }
 
@@ -144,12 +160,20 @@ impl RequestContext {
     /// Logs on behalf of this request, with structured fields.
     pub fn event(&self, level: Level, message: &str, fields: &[LogField<'_>]) {
         let handle = if self.detached { 0 } else { self.request.handle };
-        self.host().event(handle, level, message, fields);
+        match &self.worker {
+            Some(worker) => {
+                let mut named: Vec<LogField<'_>> = Vec::with_capacity(fields.len() + 1);
+                named.push(("worker", worker.as_ref().into()));
+                named.extend_from_slice(fields);
+                self.host().event(handle, level, message, &named);
+            }
+            None => self.host().event(handle, level, message, fields),
+        }
     }
 
     /// Output from PHP. Returns false when the client is gone.
     pub fn write(&mut self, data: &[u8]) -> bool {
-        if self.sink == Sink::Log {
+        if self.sink != Sink::Client {
             self.scratch.output.extend_from_slice(data);
             self.log_complete_lines();
             return true;
@@ -194,7 +218,7 @@ impl RequestContext {
 
     /// PHP's flush(): send what is buffered, headers included. False when the client is gone.
     pub fn flush(&mut self) -> bool {
-        if self.sink == Sink::Log || self.detached {
+        if self.sink != Sink::Client || self.detached {
             return true;
         }
         if self.aborted {
@@ -227,7 +251,7 @@ impl RequestContext {
     /// carrying the headers added since the last call. Returns false when it could not
     /// be sent (headers already sent, or the client is gone).
     pub fn informational(&mut self, status: i32) -> bool {
-        if self.sink == Sink::Log || self.detached || self.headers_sent || self.aborted {
+        if self.sink != Sink::Client || self.detached || self.headers_sent || self.aborted {
             self.scratch.header_text.clear();
             self.scratch.header_spans.clear();
             return false;
@@ -293,9 +317,18 @@ impl RequestContext {
     /// thread its buffers back. A fatal error whose output has not left yet becomes a
     /// 500, as with php-fpm and display_errors off.
     pub fn finish(mut self, fatal: bool) -> Scratch {
-        if self.sink == Sink::Log {
+        if self.sink != Sink::Client {
             self.log_rest();
-        } else if !self.detached {
+        }
+        if self.sink == Sink::Task {
+            let result = match self.task_result.take() {
+                Some(result) if !fatal => result,
+                Some(Err(e)) => Err(e),
+                _ if fatal => Err(TaskError::Failed("its handler ended on a fatal error or exit(); the server log has PHP's message".into())),
+                _ => Err(TaskError::Failed("its handler gave no answer".into())),
+            };
+            self.request.answer_task(result);
+        } else if self.sink == Sink::Client && !self.detached {
             self.complete(fatal);
         }
         self.request.mark_finished();
@@ -378,6 +411,19 @@ impl RequestContext {
             self.aborted = true;
         }
         delivered || flags & PHP_WORKER_RESPONSE_DONE != 0
+    }
+
+    /// A task's handler answered (`Ok`: what it returned) or failed (`Err`: why).
+    /// Ignored for a request that is not a task.
+    pub fn set_task_result(&mut self, result: TaskResult) {
+        if self.sink == Sink::Task {
+            self.task_result = Some(result);
+        }
+    }
+
+    /// A task's payload: its whole body.
+    pub fn task_payload(&self) -> &[u8] {
+        &self.request.block[self.request.body_start..]
     }
 
     /// The context as PHP's opaque `SG(server_context)`.

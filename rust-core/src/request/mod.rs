@@ -5,6 +5,7 @@
 pub mod context;
 pub mod expiry;
 pub mod sapi;
+pub mod task;
 
 use std::cell::Cell;
 use std::ffi::c_char;
@@ -22,6 +23,7 @@ use crate::layout::{self, Strings};
 use crate::php::sys::ShimRequest;
 
 pub use context::{RequestContext, Scratch, Sink};
+use task::{TaskError, TaskReply, TaskResult};
 
 /// A request as the host described it, copied into Rust memory.
 ///
@@ -44,6 +46,8 @@ pub struct Request {
     host: Arc<Host>,
     /// When the host submitted it: the start of its wait for a thread.
     created: Instant,
+    /// For a task (src/request/task.rs), where its answer goes instead of to the host.
+    reply: Option<TaskReply>,
 }
 
 impl Request {
@@ -83,6 +87,7 @@ impl Request {
             finished: Cell::new(false),
             host,
             created: Instant::now(),
+            reply: None,
         }))
     }
 
@@ -94,6 +99,39 @@ impl Request {
             .expect("a synthetic request follows the layout");
         request.disown();
         request
+    }
+
+    /// A task for a task worker: `fields` and `vars` as for [`Request::synthetic`], the
+    /// payload as the request body (php://input reads it too), and where the answer goes.
+    pub fn task(host: Arc<Host>, fields: &[&str], vars: &[(&str, &str)], env_pairs: usize, payload: &[u8], reply: TaskReply) -> Box<Request> {
+        let (block, spans) = encode(fields, vars, payload);
+        let mut request = Request::new(
+            host,
+            &block,
+            &spans,
+            env_pairs as u32,
+            payload.len(),
+            payload.len() as i64,
+            PHP_WORKER_REQUEST_BODY_COMPLETE,
+            0,
+        )
+        .expect("a task request follows the layout");
+        request.reply = Some(reply);
+        request
+    }
+
+    /// Whether it is a task, whose answer goes to the PHP thread that sent it.
+    pub fn is_task(&self) -> bool {
+        self.reply.is_some()
+    }
+
+    /// Answers a task (once; later answers are dropped). False for an HTTP request.
+    pub fn answer_task(&self, result: TaskResult) -> bool {
+        let Some(reply) = &self.reply else { return false };
+        if !self.finished.replace(true) {
+            reply.send(result);
+        }
+        true
     }
 
     pub fn handle(&self) -> usize {
@@ -199,11 +237,17 @@ impl Request {
             authorization: self.field_ptr_or_null(Field::Authorization),
             content_length: self.content_length.max(0),
             proto_num: self.proto_num(),
+            argc: 0,
+            argv: std::ptr::null(),
         }
     }
 
     /// Hands a request that will not be served back to the host, which answers it.
     pub fn refuse(&self, refusal: Refusal) {
+        if self.reply.is_some() {
+            self.answer_task(Err(TaskError::Refused(refusal.reason().into())));
+            return;
+        }
         if self.finished.replace(true) {
             return;
         }
@@ -266,6 +310,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Why, in words: what a task's sender is told.
+    fn reason(self) -> &'static str {
+        match self {
+            Refusal::Stopped => "its task worker stopped before a thread took it",
+            Refusal::BootFailing { .. } => "no thread of its task worker can start the script (the server log says why)",
+            Refusal::Body => "its payload could not be read",
+            Refusal::Withdrawn => "it was withdrawn",
+            Refusal::Lost => "its task worker dropped it without an answer",
+        }
+    }
+
     /// The PHP_WORKER_REFUSED_* code and `retry_after_ms` of the ABI.
     fn wire(self) -> (u32, u32) {
         match self {

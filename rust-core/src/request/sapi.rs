@@ -7,6 +7,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::context::split_header_line;
+use super::task::TaskError;
 use super::{RequestContext, Sink};
 use crate::abi::types::Field;
 use crate::host::{Level, LogField, log_unattached};
@@ -277,6 +278,37 @@ unsafe extern "C" fn pw_rs_request_vars(ctx: *mut c_void, vars: *mut ShimVars) {
             let own = pairs - request.env_pairs();
             // SAFETY: the shim passes a writable struct.
             unsafe { *vars = ShimVars { block: request.block().as_ptr().cast(), spans: spans.as_ptr(), pairs: own } };
+        }
+    })
+}
+
+/// A task's payload: `*data` and `*len`, valid until the task ends. False when `ctx` is
+/// not a task.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_task_payload(ctx: *mut c_void, data: *mut *const c_char, len: *mut usize) -> bool {
+    guard(false, || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
+        let Some(ctx) = (unsafe { context(ctx) }).filter(|ctx| ctx.sink() == Sink::Task) else { return false };
+        let payload = ctx.task_payload();
+        // SAFETY: the shim passes writable out-parameters.
+        unsafe {
+            *data = payload.as_ptr().cast();
+            *len = payload.len();
+        }
+        true
+    })
+}
+
+/// A task's handler answered: `ok` with what it returned, else why it failed (`len`
+/// bytes at `s`).
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pw_rs_task_result(ctx: *mut c_void, ok: bool, s: *const c_char, len: usize) {
+    guard((), || {
+        // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
+        if let Some(ctx) = unsafe { context(ctx) } {
+            // SAFETY: the shim passes a buffer valid for `len` bytes.
+            let data = unsafe { bytes(s, len) };
+            ctx.set_task_result(if ok { Ok(data.to_vec()) } else { Err(TaskError::Failed(String::from_utf8_lossy(data).into_owned())) });
         }
     })
 }

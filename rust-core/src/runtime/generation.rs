@@ -1,7 +1,10 @@
 //! A worker generation: the settings a set of worker threads boots with, and whether
 //! they take requests yet (src/pool.rs starts, activates and retires generations).
 
+use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossbeam_channel::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,6 +13,19 @@ use crate::config::WorkerSpec;
 use crate::host::Host;
 use crate::layout::Strings;
 use crate::request::Request;
+use crate::request::task::TaskReply;
+
+/// How a scheduled job's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// Its exit status: exit(n), 255 after a fatal error.
+    pub exit_status: i32,
+    /// It ended on a fatal error or an uncaught exception.
+    pub fatal: bool,
+    /// PHP failed around the script (request startup or shutdown): it may not have run.
+    pub failed_to_run: bool,
+    pub duration: Duration,
+}
 
 /// The first pause after a worker script failed to boot; it doubles up to the spec's cap.
 pub const FIRST_BOOT_BACKOFF: Duration = Duration::from_millis(100);
@@ -24,6 +40,10 @@ pub struct Generation {
     /// of the generation shares it.
     pub env: Arc<Strings>,
     pub max_boot_backoff: Duration,
+    /// A scheduled job's `$argv` (the spec's), empty for workers.
+    pub argv: Vec<CString>,
+    /// For a scheduled job: it runs once, and how it ended goes here (see src/runtime/background.rs).
+    pub once: Option<Sender<JobOutcome>>,
     active: AtomicBool,
     /// Whether OPcache was checked against the files on disk for it (see
     /// begin_opcache_revalidation).
@@ -50,6 +70,9 @@ impl Generation {
             id,
             name: spec.name.as_str().into(),
             env: Arc::new(Strings::from_pairs(spec.env.iter().map(|(k, v)| (k, v)))),
+            // The spec was checked: no NUL in its strings.
+            argv: spec.argv.iter().filter_map(|a| CString::new(a.as_str()).ok()).collect(),
+            once: None,
             spec,
             max_boot_backoff,
             active: AtomicBool::new(active),
@@ -93,6 +116,12 @@ impl Generation {
         self.revalidation.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A scheduled job's run: its script runs once, on a thread of its own, and `outcome`
+    /// gets how it ended.
+    pub fn job(spec: WorkerSpec, outcome: Sender<JobOutcome>) -> Generation {
+        Generation { once: Some(outcome), ..Generation::new(1, spec, true) }
+    }
+
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
     }
@@ -106,6 +135,29 @@ impl Generation {
     /// spec's boot request, as the host wrote it (Go builds it as it builds every
     /// request), or a bare GET of the script.
     pub(super) fn idle_request(&self, host: &Arc<Host>) -> Box<Request> {
+        let (fields, vars) = self.boot_parts();
+        Request::synthetic(host.clone(), &fields, &vars, self.spec.boot.env_pairs)
+    }
+
+    /// A task for this generation's script: its boot request with the method TASK and
+    /// the payload as body (src/request/task.rs).
+    pub fn task_request(&self, host: &Arc<Host>, payload: &[u8], reply: TaskReply) -> Box<Request> {
+        let (mut fields, boot_vars) = self.boot_parts();
+        fields[Field::Method as usize] = "TASK";
+        fields[Field::ContentType as usize] = "application/octet-stream";
+        // $_SERVER says so too; the env pairs stay last.
+        let length = payload.len().to_string();
+        let (own, env) = boot_vars.split_at(boot_vars.len() - self.spec.boot.env_pairs);
+        let mut vars: Vec<(&str, &str)> =
+            own.iter().copied().filter(|(k, _)| !matches!(*k, "REQUEST_METHOD" | "CONTENT_LENGTH" | "CONTENT_TYPE")).collect();
+        vars.extend([("REQUEST_METHOD", "TASK"), ("CONTENT_LENGTH", length.as_str()), ("CONTENT_TYPE", "application/octet-stream")]);
+        vars.extend_from_slice(env);
+        Request::task(host.clone(), &fields, &vars, env.len(), payload, reply)
+    }
+
+    /// The boot request's fixed fields and `$_SERVER` pairs, as the host wrote them, or
+    /// a bare GET of the script.
+    fn boot_parts(&self) -> (Vec<&str>, Vec<(&str, &str)>) {
         let boot = &self.spec.boot;
         let mut fields: Vec<&str> = boot.fields.iter().map(String::as_str).collect();
         if fields.is_empty() {
@@ -114,7 +166,7 @@ impl Generation {
             fields[Field::ScriptFilename as usize] = &self.spec.file;
             fields[Field::Protocol as usize] = "HTTP/1.1";
         }
-        let vars: Vec<(&str, &str)> = boot.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Request::synthetic(host.clone(), &fields, &vars, boot.env_pairs)
+        let vars = boot.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        (fields, vars)
     }
 }

@@ -3,7 +3,7 @@
 //! engine read without calling PHP. Only the thread itself writes them.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::php::sys::{self, KillSlot};
@@ -87,6 +87,19 @@ pub struct ThreadInfo {
     /// The watchdog gave up on the thread's request: it is stuck in a call that does not
     /// return, and a replacement serves its pool.
     stuck: AtomicBool,
+    /// Whether the thread was told to leave what it runs (see [`ThreadInfo::request_stop`]).
+    stop: StopSignal,
+    /// When a background script told to stop is stopped from outside, in ms since
+    /// [`since_epoch`]'s epoch; 0 for never.
+    stop_deadline: AtomicU64,
+}
+
+/// A stop request, and a condition variable its waiters (php_worker_wait_stop()) sleep on.
+#[derive(Default)]
+struct StopSignal {
+    requested: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
 }
 
 #[derive(Default, Clone)]
@@ -144,6 +157,8 @@ impl ThreadInfo {
             kill: Mutex::new(None),
             expiry: Arc::default(),
             stuck: AtomicBool::new(false),
+            stop: StopSignal::default(),
+            stop_deadline: AtomicU64::new(0),
         }
     }
 
@@ -264,7 +279,74 @@ impl ThreadInfo {
         let slot = lock(&self.kill);
         // SAFETY: the slot is set only while the thread's PHP context lives; the thread
         // clears it (under this lock) before freeing the context.
-        slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_kill(slot) })
+        let sent = slot.as_ref().is_some_and(|slot| unsafe { sys::pw_shim_kill(slot) });
+        drop(slot);
+        // A script waiting in php_worker_wait_stop() returns, and PHP ends it.
+        self.wake_stop_waiters();
+        sent
+    }
+
+    /// The thread is told to leave what it runs (its pool stops, drains, restarts its
+    /// script or hands the thread to another pool; the engine stops). Its script sees it:
+    /// php_worker_stopping() answers true, php_worker_wait_stop() returns, and a
+    /// php_worker_on_stop() callback runs at its next instruction.
+    pub fn request_stop(&self) {
+        if self.stop.requested.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.wake_stop_waiters();
+        let slot = lock(&self.kill);
+        if let Some(slot) = slot.as_ref() {
+            // SAFETY: as in kill(): the slot's context lives while the slot is set.
+            unsafe { sys::pw_shim_interrupt(slot) };
+        }
+    }
+
+    fn wake_stop_waiters(&self) {
+        // Taking the lock orders this with a waiter between its check and its sleep.
+        drop(lock(&self.stop.lock));
+        self.stop.wake.notify_all();
+    }
+
+    /// Whether the thread was told to stop since its script last started.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.requested.load(Ordering::SeqCst)
+    }
+
+    /// A new run of the thread's script: only a stop asked from now on counts.
+    pub(super) fn clear_stop(&self) {
+        self.stop.requested.store(false, Ordering::SeqCst);
+        self.stop_deadline.store(0, Ordering::Relaxed);
+    }
+
+    /// Waits up to `timeout` for the thread to be told to stop; true when it was. Returns
+    /// early, false, when the script was stopped from outside (PHP then ends it).
+    pub fn wait_stop(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut guard = lock(&self.stop.lock);
+        loop {
+            if self.stop_requested() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || self.timed_out() {
+                return false;
+            }
+            guard = self.stop.wake.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// A background script told to stop must have ended `after` from now, or the
+    /// watchdog stops it (an earlier deadline stays).
+    pub fn set_stop_deadline(&self, after: Duration) {
+        let at = (since_epoch() + after.as_millis() as u64).max(1);
+        let _ = self.stop_deadline.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| (d == 0 || at < d).then_some(at));
+    }
+
+    /// True once, when the stop deadline passed at `now_ms`: the caller stops the script.
+    pub fn take_stop_overdue(&self, now_ms: u64) -> bool {
+        let d = self.stop_deadline.load(Ordering::Relaxed);
+        d != 0 && now_ms >= d && self.stop_deadline.compare_exchange(d, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 }
 

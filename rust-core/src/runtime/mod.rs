@@ -3,9 +3,10 @@
 //! counters.rs (what a pool's threads count), generation.rs (a worker generation's
 //! settings), info.rs (what other threads may read of a thread) and protocol.rs (what a
 //! pool and its threads tell each other), thread.rs (a thread's thread-local state),
-//! env.rs (the per-thread environment's hooks), classic.rs and
-//! worker.rs (the two loops, with the worker hooks), registry.rs (starting, running and
-//! joining threads).
+//! env.rs (the per-thread environment's hooks), classic.rs,
+//! worker.rs (HTTP and task workers, with the worker hooks) and background.rs
+//! (background workers and scheduled jobs): the loops; task.rs (sending tasks and
+//! waiting for them), registry.rs (starting, running and joining threads).
 
 pub mod opcache;
 pub mod counters;
@@ -16,6 +17,8 @@ pub mod thread;
 pub mod env;
 pub mod classic;
 pub mod worker;
+pub mod background;
+pub mod task;
 pub mod registry;
 
 /// Stack of every PHP thread: PHP 8.2 has no stack-overflow guard, so give deep

@@ -9,7 +9,8 @@ use crossbeam_channel::{Receiver, Sender};
 use super::counters::PoolCounters;
 use super::generation::Generation;
 use super::info::{PoolId, ThreadInfo};
-use crate::request::Request;
+use crate::request::task::TaskReply;
+use crate::request::{Request, RunState};
 
 /// What a pool tells its threads.
 pub enum Command {
@@ -81,6 +82,14 @@ pub trait PoolEvents: Send + Sync {
     fn left(&self, thread: &ThreadInfo);
 }
 
+/// Where PHP threads send tasks: the engine's table of pools (src/engine.rs).
+pub trait TaskRouter: Send + Sync {
+    /// Queues a task for the task worker named `worker`, unless it is `sender`'s own pool
+    /// (its threads would wait for each other). Returns the task's run state, to withdraw
+    /// it if the sender stops waiting; on error the task was not queued: why, in words.
+    fn submit_task(&self, worker: &str, sender: PoolId, payload: &[u8], reply: TaskReply) -> Result<Arc<RunState>, String>;
+}
+
 /// A thread as its pool knows it.
 #[derive(Clone)]
 pub struct ThreadHandle {
@@ -93,8 +102,13 @@ impl ThreadHandle {
         ThreadHandle { info, ctl }
     }
 
-    /// Sends a command; false when the thread is gone.
+    /// Sends a command; false when the thread is gone. A command that makes the thread
+    /// leave what it runs tells its script too (see ThreadInfo::request_stop): a
+    /// background script learns it must stop only that way.
     pub fn send(&self, command: Command) -> bool {
+        if matches!(command, Command::Stop | Command::Drain | Command::Join(_)) {
+            self.info.request_stop();
+        }
         self.ctl.send(command).is_ok()
     }
 }

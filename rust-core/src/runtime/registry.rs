@@ -3,7 +3,7 @@
 //! another pool, ending.
 
 use std::ffi::CString;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -11,9 +11,11 @@ use crossbeam_channel::Receiver;
 
 use super::PHP_THREAD_STACK;
 use super::info::{ThreadInfo, ThreadState, lock};
-use super::protocol::{Assignment, Command, Leave, Next, Role, ThreadHandle};
+use super::protocol::{Assignment, Command, Leave, Next, Role, TaskRouter, ThreadHandle};
+
 use super::thread::{PhpThread, with_thread};
-use super::{classic, worker};
+use super::{background, classic, worker};
+use crate::config::WorkerKind;
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::php::context::PhpContext;
@@ -23,6 +25,7 @@ use crate::php::context::PhpContext;
 pub struct Registry {
     slots: Mutex<Vec<Option<Slot>>>,
     finished: Condvar,
+    tasks: OnceLock<Arc<dyn TaskRouter>>,
 }
 
 struct Slot {
@@ -97,8 +100,27 @@ impl Registry {
     /// Sends every thread that has not ended the command `make` returns.
     pub fn broadcast(&self, make: impl Fn() -> Command) {
         for slot in lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done) {
-            let _ = slot.ctl.send(make());
+            let command = make();
+            if matches!(command, Command::Recycle(_)) {
+                // OPcache restarts once every script has left PHP: a background script
+                // must end for it (and runs again on the fresh cache).
+                slot.info.request_stop();
+            }
+            let _ = slot.ctl.send(command);
         }
+    }
+
+    /// Tells every thread's script to stop (the engine stops): scheduled jobs, which no
+    /// pool commands, learn it this way.
+    pub fn request_stop_all(&self) {
+        for slot in lock(&self.slots).iter().flatten().filter(|s| s.info.state() != ThreadState::Done) {
+            slot.info.request_stop();
+        }
+    }
+
+    /// Where PHP threads send tasks (php_worker_task()); set once by the engine.
+    pub fn set_task_router(&self, router: Arc<dyn TaskRouter>) {
+        let _ = self.tasks.set(router);
     }
 
     /// Stops every running script the way a timeout does; the count signalled.
@@ -139,7 +161,7 @@ impl Registry {
 /// The body of a PHP thread.
 fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Receiver<Command>, assignment: Assignment) {
     host::attach_thread(Some(host.clone()));
-    PhpThread::install(info.clone(), host.clone(), ctl, assignment);
+    PhpThread::install(info.clone(), host.clone(), ctl, assignment, registry.tasks.get().cloned());
     let name = CString::new(info.name()).unwrap_or_default();
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
         info.set_state(ThreadState::Starting);
@@ -187,6 +209,7 @@ fn serve(info: &ThreadInfo) -> bool {
         });
         let next = match role {
             Role::Classic => classic::serve(),
+            Role::Worker(generation) if generation.spec.kind == WorkerKind::Background => background::serve(&generation),
             Role::Worker(generation) => worker::serve(&generation),
         };
         match next {

@@ -11,9 +11,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, select};
 use super::counters::RouteGrowth;
 use super::generation::Generation;
 use super::info::{ThreadInfo, ThreadState};
-use super::protocol::{Assignment, Command, Job, Leave};
+use super::protocol::{Assignment, Command, Job, Leave, TaskRouter};
 use crate::host::{Host, Level};
 use crate::layout::Strings;
+
+use crate::request::task::TaskResult;
 use crate::request::{Request, RequestContext, Scratch};
 use crate::store::LocalStore;
 
@@ -45,6 +47,10 @@ pub struct PhpThread {
     pub local_store: LocalStore,
     /// Where a value read from a store is copied for the C shim to decode.
     pub store_out: Vec<u8>,
+    /// Where the thread sends tasks (php_worker_task()); None outside an engine.
+    pub tasks: Option<Arc<dyn TaskRouter>>,
+    /// The answers of the thread's last php_worker_task() call, for the C shim to copy.
+    pub task_answers: Vec<TaskResult>,
 }
 
 /// A thread's putenv() calls (src/runtime/env.rs), and the last merged environment
@@ -155,7 +161,13 @@ enum Message {
 
 impl PhpThread {
     /// Makes the calling OS thread a PHP thread with this state.
-    pub(super) fn install(info: Arc<ThreadInfo>, host: Arc<Host>, ctl: Receiver<Command>, assignment: Assignment) {
+    pub(super) fn install(
+        info: Arc<ThreadInfo>,
+        host: Arc<Host>,
+        ctl: Receiver<Command>,
+        assignment: Assignment,
+        tasks: Option<Arc<dyn TaskRouter>>,
+    ) {
         CURRENT.with(|t| {
             *t.borrow_mut() = Some(PhpThread {
                 info,
@@ -170,6 +182,8 @@ impl PhpThread {
                 request_started: Instant::now(),
                 local_store: LocalStore::default(),
                 store_out: Vec::new(),
+                tasks,
+                task_answers: Vec::new(),
             })
         });
     }

@@ -11,6 +11,7 @@
 //! with. A pool restarts its workers by starting a new generation beside the old one
 //! (src/pool.rs); a generation takes requests once it is active.
 
+use std::ffi::c_char;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,18 +24,20 @@ use super::counters::RouteGrowth;
 use super::info::ThreadState;
 use super::protocol::{Job, Next};
 use super::thread::{Ending, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
+
 use crate::abi::types::Field;
+use crate::config::WorkerKind;
 use crate::host::{Host, Level, LogField};
 use crate::php::guard::guard;
-use crate::php::sys::{self, RunOutcome, RunResult, ShimRequest};
+use crate::php::sys::{self, RunMode, RunOutcome, RunResult, ShimRequest};
 use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
 
 /// How one run of the script ended.
-struct ScriptEnd {
-    result: RunResult,
-    outcome: RunOutcome,
+pub(super) struct ScriptEnd {
+    pub(super) result: RunResult,
+    pub(super) outcome: RunOutcome,
     reached_handle_request: bool,
-    request_failed: bool,
+    pub(super) request_failed: bool,
     handled: u64,
     /// Why it was told to end, if it was.
     ending: Option<Ending>,
@@ -56,6 +59,7 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
     let (mut failures, mut quiet) = (0u32, false);
     loop {
         info.set_state(ThreadState::Booting);
+        info.clear_stop();
         let end = run_script(generation, quiet);
         quiet = false;
         let event = |level, message: &str, mut fields: Vec<LogField<'_>>| {
@@ -176,12 +180,21 @@ pub fn boot_backoff(failures: u32, max: Duration) -> Duration {
 }
 
 /// One run of the worker script, from boot to its end.
-fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
+pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let (host, info) = with_thread(|t| (t.host.clone(), t.info.clone()));
-    let idle = RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log).inherit_env(generation.env.clone());
+    let idle = RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)
+        .inherit_env(generation.env.clone())
+        .logging_as(generation.name.clone());
     let idle = Box::into_raw(Box::new(idle));
     // SAFETY: `idle` is live until reclaimed below.
-    let boot = unsafe { (*idle).shim() };
+    let mut boot = unsafe { (*idle).shim() };
+    // A scheduled job's command line, alive for the call.
+    let argv: Vec<*const c_char> = generation.argv.iter().map(|a| a.as_ptr()).collect();
+    if !argv.is_empty() {
+        boot.argc = argv.len() as i32;
+        boot.argv = argv.as_ptr();
+    }
+    let mode = if generation.spec.kind == WorkerKind::Background { RunMode::Background } else { RunMode::Worker };
     let inside = opcache::gate().enter();
     with_thread(|t| {
         t.run = Some(WorkerRun {
@@ -203,7 +216,7 @@ fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd {
     let mut outcome = RunOutcome::default();
     // SAFETY: `boot` points into `idle`, alive for the call; the hooks below reach the
     // contexts only through the pointers lent to PHP.
-    let result = unsafe { sys::pw_shim_run_script(&boot, true, &mut outcome) };
+    let result = unsafe { sys::pw_shim_run_script(&boot, mode, &mut outcome) };
     drop(inside);
     let run = with_thread(|t| t.run.take()).expect("the worker run state outlives the script");
     if run.revalidating {
@@ -285,10 +298,50 @@ pub extern "C" fn pw_rs_worker_opcache_revalidated() {
     })
 }
 
-/// True on a thread running a worker script.
+/// [`pw_rs_worker_kind`]: not a worker script.
+pub const PW_WORKER_NONE: i32 = 0;
+/// [`pw_rs_worker_kind`]: an HTTP worker (frankenphp_handle_request()).
+pub const PW_WORKER_HTTP: i32 = 1;
+/// [`pw_rs_worker_kind`]: a task worker (php_worker_handle_task()).
+pub const PW_WORKER_TASK: i32 = 2;
+/// [`pw_rs_worker_kind`]: a background worker or a scheduled job.
+pub const PW_WORKER_BACKGROUND: i32 = 3;
+
+/// What the script on this thread is: a PW_WORKER_* value.
 #[unsafe(no_mangle)]
-pub extern "C" fn pw_rs_worker_active() -> bool {
-    guard(false, || try_with_thread(|t| t.run.is_some()).unwrap_or(false))
+pub extern "C" fn pw_rs_worker_kind() -> i32 {
+    guard(PW_WORKER_NONE, || {
+        try_with_thread(|t| {
+            t.run.as_ref().map_or(PW_WORKER_NONE, |run| match run.generation.spec.kind {
+                WorkerKind::Http => PW_WORKER_HTTP,
+                WorkerKind::Task => PW_WORKER_TASK,
+                WorkerKind::Background => PW_WORKER_BACKGROUND,
+            })
+        })
+        .unwrap_or(PW_WORKER_NONE)
+    })
+}
+
+/// The name of the worker whose script runs on this thread (for PHP's error messages):
+/// `*name` and `*len`, valid while the script runs; false outside a worker script.
+///
+/// # Safety
+/// `name` and `len` are writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_worker_name(name: *mut *const c_char, len: *mut usize) -> bool {
+    guard(false, || {
+        try_with_thread(|t| {
+            let Some(run) = t.run.as_ref() else { return false };
+            // SAFETY: the function's contract: both are writable. The name lives in the
+            // generation, which the run holds for the script's whole life.
+            unsafe {
+                *name = run.generation.name.as_ptr().cast();
+                *len = run.generation.name.len();
+            }
+            true
+        })
+        .unwrap_or(false)
+    })
 }
 
 /// Waits for the next request and fills `*req` with it: true. When the script must stop
@@ -332,7 +385,12 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize,
             let run = t.run.as_mut().expect("checked by with_run");
             let ctx = match job {
                 Some(Job::Request(request)) => {
-                    let ctx = RequestContext::new(request, scratch, Sink::Client).inherit_env(run.generation.env.clone());
+                    let ctx = if request.is_task() {
+                        RequestContext::new(request, scratch, Sink::Task).logging_as(run.generation.name.clone())
+                    } else {
+                        RequestContext::new(request, scratch, Sink::Client)
+                    };
+                    let ctx = ctx.inherit_env(run.generation.env.clone());
                     let mut ctx = Box::new(ctx);
                     ctx.watch(t.info.expiry.clone());
                     run.in_flight = Box::into_raw(ctx);
