@@ -114,12 +114,36 @@ type App struct {
 	// relative to Caddy's working directory; match is not allowed here.
 	Workers []WorkerConfig `json:"workers,omitempty"`
 
-	ctx      caddy.Context
-	logger   *zap.Logger
-	registry *workerRegistry
-	exit     *exitState
-	plan     *plan          // set by Start
-	watchers []*fileWatcher // from Start to Stop
+	// Background workers: scripts that run a loop of their own (a queue consumer, a
+	// socket listener, a metrics pusher) on PHP threads of their own, num copies at
+	// once (default 1), and take no requests. A script that ends runs again, 100ms later, or after a
+	// pause that doubles up to max_boot_backoff while it keeps ending within a second.
+	// Reloads, the admin API's restart and watched files restart it with the new code:
+	// the running copy is told to stop (php_worker_stopping(), php_worker_wait_stop(),
+	// php_worker_on_stop()), is stopped the way a timeout stops a script if it has not
+	// ended after shutdown_timeout, and the new one starts once it ended. It runs with
+	// no time limit; its output and errors go to the log under its name. Settings: file,
+	// name, num, env, watch, max_boot_backoff.
+	Background []WorkerConfig `json:"background,omitempty"`
+
+	// Task workers: scripts that boot once per thread, like workers, and loop on
+	// php_worker_handle_task($handler) to run the tasks any PHP thread sends them with
+	// php_worker_task($name, $payload) or, several at once on as many threads,
+	// php_worker_tasks($name, $payloads). Requests never reach them. Settings: those of a
+	// worker but match.
+	TaskWorkers []WorkerConfig `json:"task_workers,omitempty"`
+
+	// Scheduled jobs: PHP scripts run with a command line ($argv) on a PHP thread of their
+	// own at the times of a cron expression, never two runs of one job at once.
+	Schedules []ScheduleConfig `json:"schedules,omitempty"`
+
+	ctx       caddy.Context
+	logger    *zap.Logger
+	registry  *workerRegistry
+	exit      *exitState
+	plan      *plan          // set by Start
+	watchers  []*fileWatcher // from Start to Stop
+	scheduler *scheduler     // from Start to Stop
 }
 
 // workerRegistry holds the workers of one config: the global ones and those the site
@@ -158,6 +182,29 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	for _, w := range globals {
 		a.registry.globalFiles[w.FileName] = w
+	}
+	// Background and task workers take no requests: they are not in globalFiles.
+	for i := range a.Background {
+		w := &a.Background[i]
+		w.kind, w.stopTimeout = kindBackground, time.Duration(a.ShutdownTimeout)
+		if err := w.provision(ctx, "", nil); err != nil {
+			return err
+		}
+		globals = append(globals, w)
+	}
+	for i := range a.TaskWorkers {
+		w := &a.TaskWorkers[i]
+		w.kind = kindTask
+		if len(w.MatchPath) > 0 {
+			return fmt.Errorf("task worker %s: match is only for workers that serve requests", w.FileName)
+		}
+		if err := w.provision(ctx, "", nil); err != nil {
+			return err
+		}
+		globals = append(globals, w)
+	}
+	if err := a.provisionSchedules(); err != nil {
+		return err
 	}
 	a.addWorkers(globals)
 	if err := registerMetrics(ctx); err != nil {
@@ -391,6 +438,7 @@ func (a *App) Start() error {
 		return err
 	}
 	a.watch(p.workers)
+	a.startScheduler()
 	return nil
 }
 
@@ -420,6 +468,7 @@ func (a *App) Stop() error {
 		fw.Close()
 	}
 	a.watchers = nil
+	a.stopScheduler()
 	if caddy.Exiting() {
 		a.stopForExit() // PHP stops after shutdown_delay; Cleanup waits for it
 		return nil
@@ -439,8 +488,10 @@ func (a *App) Cleanup() error {
 	if done != nil {
 		<-done // every app has stopped: the process exits once PHP has
 	}
-	for i := range a.Workers {
-		a.Workers[i].releasePool()
+	for _, list := range [][]WorkerConfig{a.Workers, a.Background, a.TaskWorkers} {
+		for i := range list {
+			list[i].releasePool()
+		}
 	}
 	return nil
 }

@@ -49,6 +49,24 @@ import (
 //				max_boot_backoff <duration>
 //				watch [<glob>...]
 //			}
+//			background <file> [<num>]
+//			background {
+//				file <path>
+//				name <name>
+//				num <n>
+//				env <key> <value>
+//				max_boot_backoff <duration>
+//				watch [<glob>...]
+//			}
+//			task_worker <file> [<num>]
+//			task_worker {
+//				(the settings of worker, but match)
+//			}
+//			schedule <cron expression> <script> [<args>...]
+//			schedule <cron expression> <script> [<args>...] {
+//				name <name>
+//				env <key> <value>
+//			}
 //		}
 //	}
 //
@@ -68,7 +86,10 @@ import (
 // and request_buffer_total (default 64MiB) bound the memory request bodies are read
 // into before PHP runs, before they go to temporary files, and request_buffer off lets
 // PHP read large bodies from the client itself (see App.UnbufferedRequests); php_ini overrides php.ini settings and may repeat;
-// worker starts a worker script for every site (see WorkerConfig).
+// worker starts a worker script for every site (see WorkerConfig); background runs a
+// script with a loop of its own (see App.Background), task_worker a script that runs
+// tasks for other PHP threads (see App.TaskWorkers), schedule a script at the times of
+// a cron expression, quoted when it has spaces (see ScheduleConfig).
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return a.unmarshal(d, dialectPHPWorker)
 }
@@ -177,6 +198,25 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return d.Err(err.Error())
 				}
 				a.Workers = append(a.Workers, w)
+			case "background", "task_worker":
+				w, err := parseWorker(d, false, dl)
+				if err != nil {
+					return err
+				}
+				if _, err := workerFile(w.FileName, ""); err != nil {
+					return d.Err(err.Error())
+				}
+				if name == "background" {
+					a.Background = append(a.Background, w)
+				} else {
+					a.TaskWorkers = append(a.TaskWorkers, w)
+				}
+			case "schedule":
+				sc, err := parseSchedule(d)
+				if err != nil {
+					return err
+				}
+				a.Schedules = append(a.Schedules, sc)
 			case "php_ini":
 				if a.PHPIni == nil {
 					a.PHPIni = map[string]string{}
@@ -188,7 +228,7 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
 					return err
 				}
-				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker)", dl, name)
+				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker, background, task_worker, schedule)", dl, name)
 			}
 		}
 	}

@@ -120,6 +120,7 @@ type collector struct {
 	requestBuffered, requestSpillFiles, requestSpills             *prometheus.Desc
 	opcacheRestarts, opcachePending, opcacheHoldsTimedOut         *prometheus.Desc
 	stuckThreads, expiredRequests                                 *prometheus.Desc
+	scheduleRuns, scheduleSeconds                                 *prometheus.Desc
 }
 
 func newCollector() *collector {
@@ -155,6 +156,10 @@ func newCollector() *collector {
 			"PHP threads whose request ran past its time limit plus timeout_grace and that are still blocked in a call."),
 		expiredRequests: d("expired_requests_total",
 			"Requests answered 504 (or cut off) because they ran past their time limit plus timeout_grace."),
+		scheduleRuns: d("schedule_runs_total",
+			"Runs of scheduled jobs, by result: ok (exit status 0), failed, or skipped (the previous run had not ended).",
+			"job", "result"),
+		scheduleSeconds: d("schedule_run_seconds", "Time the runs of a scheduled job took.", "job"),
 		opcacheHoldsTimedOut: d("opcache_holds_timed_out_total",
 			"Times requests stopped waiting for an OPcache restart because a PHP thread stayed in a request; they ran uncached until it restarted."),
 	}
@@ -166,7 +171,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
-		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests} {
+		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests,
+		c.scheduleRuns, c.scheduleSeconds} {
 		ch <- d
 	}
 }
@@ -228,6 +234,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.opcacheHoldsTimedOut, s.Opcache.HoldsTimedOut)
 	gauge(c.stuckThreads, float64(s.StuckThreads))
 	counter(c.expiredRequests, s.ExpiredRequests)
+	jobStats.each(func(name string, j jobCount) {
+		counter(c.scheduleRuns, j.ok, name, "ok")
+		counter(c.scheduleRuns, j.failed, name, "failed")
+		counter(c.scheduleRuns, j.skipped, name, "skipped")
+		buckets := make(map[float64]uint64, len(jobBounds))
+		for i, bound := range jobBounds {
+			buckets[bound] = j.seconds.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.scheduleSeconds, j.seconds.Count, j.seconds.Sum, buckets, name)
+	})
 
 	// Pools of one worker (a removed one still draining beside its successor) are
 	// summed: a label set appears once per scrape.

@@ -64,20 +64,32 @@ type workerSpec struct {
 	MaxBootBackoffMS int64    `json:"max_boot_backoff_ms,omitempty"`
 	Boot             bootSpec `json:"boot"`
 	// The env without placeholders, once for the pool (rust-core's WorkerSpec.env).
-	Env [][2]string `json:"env,omitempty"`
+	Env           [][2]string `json:"env,omitempty"`
+	Kind          workerKind  `json:"kind,omitempty"`
+	StopTimeoutMS int64       `json:"stop_timeout_ms,omitempty"`
+	Argv          []string    `json:"argv,omitempty"`
 }
 
 // spec is what the core boots the worker with.
 func (w *WorkerConfig) spec() []byte {
 	b, err := json.Marshal(workerSpec{
-		Name: w.pool.key, File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
+		Name: w.specName(), File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
 		MaxMemory: w.MaxMemory, MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
-		Boot: w.bootRequest(), Env: w.poolEnv,
+		Boot: w.bootRequest(), Env: w.poolEnv, Kind: w.kind, StopTimeoutMS: w.stopTimeout.Milliseconds(), Argv: w.argv,
 	})
 	if err != nil {
 		panic(err) // strings and numbers always marshal
 	}
 	return b
+}
+
+// specName is the worker's name for the core: its pool's key (unique in a config), or
+// its own name for a scheduled job, which has no pool.
+func (w *WorkerConfig) specName() string {
+	if w.pool != nil {
+		return w.pool.key
+	}
+	return w.Name
 }
 
 // Interface guards

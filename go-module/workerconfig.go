@@ -73,9 +73,12 @@ type WorkerConfig struct {
 	// them. In the Caddyfile, `watch` alone means **/*.php. Default: no watching.
 	Watch []string `json:"watch,omitempty"`
 
-	pool      *workerPool // the pool this config holds, from its Provision to its Cleanup
-	released  bool
-	watchRoot string // what relative Watch globs are relative to
+	kind        workerKind    // set by the list the config is in (App.Background, App.TaskWorkers)
+	stopTimeout time.Duration // a background script's time to stop: the app's shutdown_timeout
+	argv        []string      // a scheduled job's command line (schedule.go)
+	pool        *workerPool   // the pool this config holds, from its Provision to its Cleanup
+	released    bool
+	watchRoot   string // what relative Watch globs are relative to
 	// The env: FRANKENPHP_WORKER=1, the inherited env and its own (own wins), sorted,
 	// in two parts. poolEnv, the values without placeholders, goes once to the core in
 	// the pool's spec; requestEnv, the values with placeholders, is replaced for and sent
@@ -83,6 +86,26 @@ type WorkerConfig struct {
 	poolEnv    [][2]string
 	requestEnv [][2]string
 	matcher    caddyhttp.MatchPath
+}
+
+// workerKind is what a worker script does with its threads (rust-core's WorkerKind).
+type workerKind string
+
+const (
+	kindHTTP       workerKind = "http"       // serves requests: frankenphp_handle_request()
+	kindTask       workerKind = "task"       // runs tasks: php_worker_handle_task()
+	kindBackground workerKind = "background" // runs its own loop, or is a scheduled job
+)
+
+// describe names the worker in errors: "worker x", "task worker x", "background worker x".
+func (w *WorkerConfig) describe() string {
+	switch w.kind {
+	case kindTask:
+		return "task worker " + w.Name
+	case kindBackground:
+		return "background worker " + w.Name
+	}
+	return "worker " + w.Name
 }
 
 // watchDebounce is how long file changes must pause before a watched worker restarts:
@@ -103,11 +126,20 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	if w.Name == "" {
 		w.Name = abs
 	}
-	if w.Num == 0 {
+	if w.Num == 0 && w.kind == kindBackground {
+		w.Num = 1 // a loop of its own: one copy unless asked
+	} else if w.Num == 0 {
 		w.Num = 2 * cpus()
+	}
+	if w.kind == "" {
+		w.kind = kindHTTP
 	}
 	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 || w.MaxThreads < 0 || w.MaxMemory < 0 {
 		return fmt.Errorf("worker %s: num, max_threads, max_requests, max_memory and max_boot_backoff must not be negative", w.Name)
+	}
+	if w.kind == kindBackground && (w.MaxThreads != 0 || w.MaxRequests != 0 || w.MaxMemory != 0 || len(w.MatchPath) > 0) {
+		return fmt.Errorf("%s: max_threads, max_requests, max_memory and match are settings of workers that take requests",
+			w.describe())
 	}
 	if w.MaxThreads != 0 && w.MaxThreads < w.Num {
 		return fmt.Errorf("worker %s: max_threads (%d) must be at least num (%d)", w.Name, w.MaxThreads, w.Num)
@@ -131,7 +163,11 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	for k, v := range w.Env {
 		merged[k] = v
 	}
-	merged["FRANKENPHP_WORKER"] = "1"
+	if w.kind == kindHTTP {
+		// What FrankenPHP's worker scripts (Symfony Runtime's, Octane's) look for; a
+		// background or task script that found it would start an HTTP loop.
+		merged["FRANKENPHP_WORKER"] = "1"
+	}
 	w.poolEnv, w.requestEnv = nil, nil
 	for _, kv := range sortedPairs(merged) {
 		if hasPlaceholder(kv[1]) {

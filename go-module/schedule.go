@@ -1,0 +1,313 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package phpworker
+
+// #include "php_worker.h"
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/robfig/cron/v3"
+	"go.uber.org/zap"
+)
+
+// ScheduleConfig is a scheduled job: a PHP script run at the times of a cron expression,
+// with a command line, on a PHP thread of its own (`schedule "* * * * *" artisan
+// schedule:run` replaces the crontab line of a Laravel app). A run sees `$argv` and
+// `$_SERVER['argv']` as the CLI gives them (the script's path, then the args), runs with
+// no time limit, and its output goes to the log under the job's name; `php://stdout`
+// is the server's standard output. A job is never run twice at once: a time that comes
+// while the previous run goes on is skipped, with a log line. Each run's exit status
+// and duration are logged and counted (php_worker_schedule_runs_total,
+// php_worker_schedule_run_seconds). Runs use the server's PHP as it is when they start;
+// a reload does not stop a run, and the server's stop stops it as it stops any script.
+type ScheduleConfig struct {
+	// The cron expression: five fields (minute, hour, day of month, month, day of
+	// week), in the server's time zone, or a descriptor: @hourly, @daily, @every 5m, ...
+	Cron string `json:"cron"`
+
+	// The script, relative to Caddy's working directory unless absolute.
+	File string `json:"file"`
+
+	// The command line after the script.
+	Args []string `json:"args,omitempty"`
+
+	// For logs and metrics. Default: the script's file name and the args.
+	Name string `json:"name,omitempty"`
+
+	// Extra $_SERVER and getenv() values of its runs.
+	Env map[string]string `json:"env,omitempty"`
+
+	schedule cron.Schedule
+	worker   WorkerConfig // what a run of the script is, to the core
+}
+
+// parseSchedule reads `schedule <cron> <script> [<args>...]`, with an optional block
+// of name and env lines.
+func parseSchedule(d *caddyfile.Dispenser) (ScheduleConfig, error) {
+	var sc ScheduleConfig
+	args := d.RemainingArgs()
+	if len(args) < 2 {
+		return sc, d.Errf("schedule takes a cron expression (quoted: \"*/5 * * * *\") and a script, then its args")
+	}
+	sc.Cron, sc.File, sc.Args = args[0], args[1], args[2:]
+	if _, err := cron.ParseStandard(sc.Cron); err != nil {
+		return sc, d.Errf("schedule %q: %v", sc.Cron, err)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch name := d.Val(); name {
+		case "name":
+			if !d.AllArgs(&sc.Name) {
+				return sc, d.ArgErr()
+			}
+		case "env":
+			var key, value string
+			if !d.AllArgs(&key, &value) {
+				return sc, d.Errf("env takes a key and a value")
+			}
+			if sc.Env == nil {
+				sc.Env = map[string]string{}
+			}
+			sc.Env[key] = value
+		default:
+			return sc, d.Errf("unknown schedule subdirective %q (known: name, env)", name)
+		}
+	}
+	return sc, nil
+}
+
+// provisionSchedules checks the jobs and names them; names are unique in a config.
+func (a *App) provisionSchedules() error {
+	seen := map[string]int{}
+	for i := range a.Schedules {
+		sc := &a.Schedules[i]
+		s, err := cron.ParseStandard(sc.Cron)
+		if err != nil {
+			return fmt.Errorf("schedule %q: %w", sc.Cron, err)
+		}
+		sc.schedule = s
+		for _, arg := range sc.Args {
+			if strings.ContainsRune(arg, 0) {
+				return fmt.Errorf("schedule %s: an arg holds a NUL byte", sc.File)
+			}
+		}
+		name := sc.Name
+		if name == "" {
+			name = strings.Join(append([]string{filepath.Base(sc.File)}, sc.Args...), " ")
+		}
+		if seen[name]++; seen[name] > 1 {
+			name = fmt.Sprintf("%s#%d", name, seen[name])
+		}
+		sc.worker = WorkerConfig{FileName: sc.File, Name: name, Num: 1, Env: sc.Env, kind: kindBackground}
+		if err := sc.worker.provision(a.ctx, "", nil); err != nil {
+			return fmt.Errorf("schedule %s: %w", name, err)
+		}
+		sc.worker.argv = append([]string{sc.worker.FileName}, sc.Args...)
+	}
+	return nil
+}
+
+// scheduleClock is the time jobs are scheduled by. PHP_WORKER_SCHEDULE_CLOCK_SPEED (a
+// test hook) makes it run that many times faster than the real one, from the moment
+// the scheduler starts, so a test sees minutes of schedule in seconds.
+type scheduleClock struct {
+	start time.Time
+	speed float64
+}
+
+func newScheduleClock() scheduleClock {
+	speed := 1.0
+	if v, err := strconv.ParseFloat(os.Getenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED"), 64); err == nil && v > 0 {
+		speed = v
+	}
+	return scheduleClock{start: time.Now(), speed: speed}
+}
+
+func (c scheduleClock) now() time.Time {
+	return c.start.Add(time.Duration(float64(time.Since(c.start)) * c.speed))
+}
+
+// until is the real time until the clock reads t.
+func (c scheduleClock) until(t time.Time) time.Duration {
+	return time.Duration(float64(t.Sub(c.now())) / c.speed)
+}
+
+// scheduler runs a config's jobs, from its Start to its Stop.
+type scheduler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// jobsRunning holds the names of the jobs running now, whichever config started them:
+// a reload must not start a second run of a job the old config's scheduler started.
+var jobsRunning sync.Map
+
+func (a *App) startScheduler() {
+	if len(a.Schedules) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &scheduler{cancel: cancel, done: make(chan struct{})}
+	a.scheduler = s
+	go func() {
+		defer close(s.done)
+		a.runSchedules(ctx, newScheduleClock())
+	}()
+}
+
+func (a *App) stopScheduler() {
+	if a.scheduler != nil {
+		a.scheduler.cancel()
+		<-a.scheduler.done
+		a.scheduler = nil
+	}
+}
+
+// runSchedules waits for each job's next time and starts it then, until ctx ends.
+func (a *App) runSchedules(ctx context.Context, clock scheduleClock) {
+	next := make([]time.Time, len(a.Schedules))
+	for i := range a.Schedules {
+		next[i] = a.Schedules[i].schedule.Next(clock.now())
+	}
+	for {
+		soonest := 0
+		for i := range next {
+			if next[i].Before(next[soonest]) {
+				soonest = i
+			}
+		}
+		timer := time.NewTimer(max(0, clock.until(next[soonest])))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		now := clock.now()
+		for i := range a.Schedules {
+			if !next[i].After(now) {
+				a.Schedules[i].start(a.logger, next[i])
+				next[i] = a.Schedules[i].schedule.Next(now)
+			}
+		}
+	}
+}
+
+// start runs the job in the background unless its previous run goes on.
+func (sc *ScheduleConfig) start(logger *zap.Logger, due time.Time) {
+	name := sc.worker.Name
+	if _, running := jobsRunning.LoadOrStore(name, true); running {
+		logger.Warn("scheduled job skipped: its previous run has not ended", zap.String("job", name),
+			zap.Time("due", due))
+		jobStats.record(name, "skipped", 0)
+		return
+	}
+	go func() {
+		defer jobsRunning.Delete(name)
+		sc.run(logger)
+	}()
+}
+
+// run runs the job once and logs how it ended.
+func (sc *ScheduleConfig) run(logger *zap.Logger) {
+	name := sc.worker.Name
+	logger.Debug("scheduled job started", zap.String("job", name), zap.Strings("argv", sc.worker.argv))
+	e := php.engine.Load()
+	if e == nil || e.stopping.Load() {
+		logger.Warn("scheduled job not run: PHP is not running", zap.String("job", name))
+		jobStats.record(name, "failed", 0)
+		return
+	}
+	started := time.Now()
+	outcome, err := e.runJob(sc.worker.spec())
+	duration := time.Since(started)
+	if err != nil {
+		logger.Error("scheduled job could not run", zap.String("job", name), zap.Error(err))
+		jobStats.record(name, "failed", duration)
+		return
+	}
+	fields := []zap.Field{zap.String("job", name), zap.Int("exit_status", int(outcome.exit_status)),
+		zap.Float64("duration_ms", float64(outcome.duration_ms))}
+	if outcome.exit_status != 0 || bool(outcome.fatal) || bool(outcome.failed_to_run) {
+		logger.Warn("scheduled job failed", fields...)
+		jobStats.record(name, "failed", time.Duration(outcome.duration_ms)*time.Millisecond)
+		return
+	}
+	logger.Info("scheduled job ended", fields...)
+	jobStats.record(name, "ok", time.Duration(outcome.duration_ms)*time.Millisecond)
+}
+
+// runJob runs a scheduled job's script once and waits for it (php_worker_job_run).
+func (e *engine) runJob(spec []byte) (C.php_worker_job_outcome_t, error) {
+	var outcome C.php_worker_job_outcome_t
+	p, n, free := bytesArg(spec)
+	defer free()
+	err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_job_run(ptr, p, n, &outcome)
+	})
+	return outcome, err
+}
+
+// jobStats counts the runs of each job, for the metrics.
+var jobStats = &jobCounters{jobs: map[string]*jobCount{}}
+
+type jobCounters struct {
+	mu   sync.Mutex
+	jobs map[string]*jobCount
+}
+
+type jobCount struct {
+	ok, failed, skipped uint64
+	seconds             histogram
+}
+
+// jobBounds are the bounds of the run-duration histogram, in seconds.
+var jobBounds = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
+
+func (j *jobCounters) record(name, result string, d time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	c := j.jobs[name]
+	if c == nil {
+		c = &jobCount{seconds: histogram{Buckets: make([]uint64, len(jobBounds))}}
+		j.jobs[name] = c
+	}
+	switch result {
+	case "ok":
+		c.ok++
+	case "failed":
+		c.failed++
+	default:
+		c.skipped++
+		return
+	}
+	s := d.Seconds()
+	for i, bound := range jobBounds {
+		if s <= bound {
+			c.seconds.Buckets[i]++
+		}
+	}
+	c.seconds.Count++
+	c.seconds.Sum += s
+}
+
+// each calls f with a copy of each job's counts, by name.
+func (j *jobCounters) each(f func(name string, c jobCount)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for name, c := range j.jobs {
+		copied := *c
+		copied.seconds.Buckets = append([]uint64(nil), c.seconds.Buckets...)
+		f(name, copied)
+	}
+}
