@@ -469,8 +469,9 @@ def test_invalid_header_names_and_values_are_dropped_with_a_warning(php):
 
 def test_module_function_signatures(php):
     """The module's functions, as PHP's reflection sees them: the names FrankenPHP,
-    php-fpm and Apache use, and the stores', with their parameters and return types."""
-    assert php.get("/signatures.php").json() == [
+    php-fpm and Apache use, the stores', the tasks' and the background scripts', with
+    their parameters and return types."""
+    signatures = [
         "apache_request_headers(): array",
         "apache_response_headers(): array",
         "fastcgi_finish_request(): bool",
@@ -481,6 +482,12 @@ def test_module_function_signatures(php):
         "frankenphp_response_headers(): array",
         "getallheaders(): array",
         "headers_send(int $status = 200): int",
+        "php_worker_handle_task(callable $handler): bool",
+        "php_worker_on_stop(?callable $callback): void",
+        "php_worker_stopping(): bool",
+        "php_worker_task(string $worker, string $payload, float $timeout = 30): string",
+        "php_worker_tasks(string $worker, array $payloads, float $timeout = 30): array",
+        "php_worker_wait_stop(float $seconds): bool",
     ] + [sig.replace("SCOPE", scope) for scope in ("local", "shared") for sig in (
         "php_worker_SCOPE_add(string $key, mixed $value, int $ttl = 0): bool",
         "php_worker_SCOPE_count(): int",
@@ -490,3 +497,4 @@ def test_module_function_signatures(php):
         "php_worker_SCOPE_increment(string $key, int $by = 1): int|false",
         "php_worker_SCOPE_put(string $key, mixed $value, int $ttl = 0): bool",
     )]
+    assert php.get("/signatures.php").json() == sorted(signatures, key=lambda sig: sig.split("(")[0])

@@ -141,3 +141,31 @@ Route::middleware('web')->get('/page', function (Request $r) {
 
 // What OPcache's JIT does on this thread (the benchmark checks that its JIT variant runs it).
 Route::get('/opcache/jit', fn () => ['jit' => ((function_exists('opcache_get_status') ? opcache_get_status(false) : null) ?: [])['jit'] ?? null]);
+
+// Octane-shaped fan-out to the task worker (task-worker.php): closures run on its booted
+// threads at once; ?fail=1 adds one that throws.
+Route::get('/concurrently', function (Request $r) use ($answer) {
+    $ms = (int) $r->query('ms', 300);
+    $tasks = [
+        'config' => fn () => config('app.name') . ' on ' . app('boot_id'),
+        'sum' => fn () => array_sum([1, 2, 3]),
+        'slow1' => function () use ($ms) {
+            usleep($ms * 1000);
+            return 'slept';
+        },
+        'slow2' => function () use ($ms) {
+            usleep($ms * 1000);
+            return 'slept';
+        },
+    ];
+    if ($r->query('fail')) {
+        $tasks['bad'] = fn () => throw new DomainException('no such order');
+    }
+    $start = microtime(true);
+    try {
+        $results = PhpWorker\Tasks::concurrently($tasks, 5000);
+    } catch (Throwable $e) {
+        return $answer(['error' => get_class($e), 'message' => $e->getMessage()]);
+    }
+    return $answer(['results' => $results, 'ms' => (microtime(true) - $start) * 1000]);
+});
