@@ -275,6 +275,29 @@ static bool pw_worker_kind_is(int32_t kind, const char *function)
 	return false;
 }
 
+/* The start of frankenphp_handle_request() and php_worker_handle_task() (`function`,
+ * the loop of workers of `kind`): true when a request or task started and the handler
+ * runs; otherwise the loop function returns what this set (false: the script must end;
+ * true: a request answered without its handler), or the exception it threw. */
+static bool pw_worker_begin(int32_t kind, const char *function, zval *return_value)
+{
+	if (!pw_worker_kind_is(kind, function)) {
+		return false;
+	}
+	pw_shim_request req;
+	switch (pw_worker_next(&req)) {
+	case PW_NEXT_STOP:
+		RETVAL_FALSE;
+		return false;
+	case PW_NEXT_DONE:
+		RETVAL_TRUE;
+		return false;
+	case PW_NEXT_RUN:
+		break;
+	}
+	return true;
+}
+
 /* exit() in a handler: the request ends (as failed), and the script unwinds after it. */
 static void pw_end_request_on_exit(void)
 {
@@ -299,17 +322,8 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_FUNC(fci, fcc)
 	ZEND_PARSE_PARAMETERS_END();
 
-	if (!pw_worker_kind_is(PW_WORKER_HTTP, "frankenphp_handle_request")) {
-		RETURN_THROWS();
-	}
-	pw_shim_request req;
-	switch (pw_worker_next(&req)) {
-	case PW_NEXT_STOP:
-		RETURN_FALSE;
-	case PW_NEXT_DONE:
-		RETURN_TRUE;
-	case PW_NEXT_RUN:
-		break;
+	if (!pw_worker_begin(PW_WORKER_HTTP, "frankenphp_handle_request", return_value)) {
+		return;
 	}
 
 	zval retval;
@@ -351,17 +365,8 @@ void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_FUNC(fci, fcc)
 	ZEND_PARSE_PARAMETERS_END();
 
-	if (!pw_worker_kind_is(PW_WORKER_TASK, "php_worker_handle_task")) {
-		RETURN_THROWS();
-	}
-	pw_shim_request req;
-	switch (pw_worker_next(&req)) {
-	case PW_NEXT_STOP:
-		RETURN_FALSE;
-	case PW_NEXT_DONE:
-		RETURN_TRUE;
-	case PW_NEXT_RUN:
-		break;
+	if (!pw_worker_begin(PW_WORKER_TASK, "php_worker_handle_task", return_value)) {
+		return;
 	}
 
 	const char *payload = "";
