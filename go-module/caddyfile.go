@@ -235,6 +235,19 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 	return nil
 }
 
+// parseEnv reads an `env <key> <value>` line into *into, which it makes if needed.
+func parseEnv(d *caddyfile.Dispenser, into *map[string]string) error {
+	var key, value string
+	if !d.AllArgs(&key, &value) {
+		return d.Errf("env takes a key and a value")
+	}
+	if *into == nil {
+		*into = map[string]string{}
+	}
+	(*into)[key] = value
+	return nil
+}
+
 // parseINI reads `php_ini <key> <value>` or a `php_ini { <key> <value> ... }` block.
 func parseINI(d *caddyfile.Dispenser, into map[string]string) error {
 	args := d.RemainingArgs()
@@ -358,14 +371,9 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				}
 				h.ResolveRootSymlink = &resolve
 			case "env":
-				var key, value string
-				if !d.AllArgs(&key, &value) {
-					return d.Errf("env takes a key and a value")
+				if err := parseEnv(d, &h.Env); err != nil {
+					return err
 				}
-				if h.Env == nil {
-					h.Env = map[string]string{}
-				}
-				h.Env[key] = value
 			case "worker":
 				w, err := parseWorker(d, true, dl)
 				if err != nil {

@@ -71,14 +71,9 @@ func parseSchedule(d *caddyfile.Dispenser) (ScheduleConfig, error) {
 				return sc, d.ArgErr()
 			}
 		case "env":
-			var key, value string
-			if !d.AllArgs(&key, &value) {
-				return sc, d.Errf("env takes a key and a value")
+			if err := parseEnv(d, &sc.Env); err != nil {
+				return sc, err
 			}
-			if sc.Env == nil {
-				sc.Env = map[string]string{}
-			}
-			sc.Env[key] = value
 		default:
 			return sc, d.Errf("unknown schedule subdirective %q (known: name, env)", name)
 		}

@@ -331,14 +331,9 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 				return w, d.ArgErr()
 			}
 		case "env":
-			var key, value string
-			if !d.AllArgs(&key, &value) {
-				return w, d.Errf("env takes a key and a value")
+			if err := parseEnv(d, &w.Env); err != nil {
+				return w, err
 			}
-			if w.Env == nil {
-				w.Env = map[string]string{}
-			}
-			w.Env[key] = value
 		case "match":
 			if !allowMatch {
 				return w, d.Errf("worker match is only allowed in a site's php_worker (or php_server) directive")
