@@ -159,10 +159,12 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, p
 				pw_worker_script_begins();
 			}
 			if (mode == PW_RUN_MODE_BACKGROUND) {
-				/* A loop of its own, or a job: no time limit, as for the CLI. */
+				/* A loop of its own, or a job: no time limit, and a first line #!/usr/bin/env
+				 * php (artisan's) skipped, as for the CLI. */
 				zend_string *name = zend_string_init("max_execution_time", sizeof("max_execution_time") - 1, 0);
 				zend_alter_ini_entry_chars(name, "0", 1, PHP_INI_SYSTEM, PHP_INI_STAGE_RUNTIME);
 				zend_string_release(name);
+				CG(skip_shebang) = 1;
 			}
 			if (mode != PW_RUN_MODE_REQUEST && pw_rs_worker_revalidates_opcache()) {
 				pw_opcache_revalidate();

@@ -1,12 +1,14 @@
-"""The task adapters (adapters/) in the Laravel 8 test app: PhpWorker\\Tasks::concurrently()
-sends closures, serialised by laravel/serializable-closure as Octane sends them, to a
-task worker that boots the app once per thread."""
+"""Background work in the Laravel 8 test app: the task adapters (adapters/), where
+PhpWorker\\Tasks::concurrently() sends closures, serialised by laravel/serializable-closure
+as Octane sends them, to a task worker that boots the app once per thread; and artisan
+schedule:run as a scheduled job."""
 
+import json
 from pathlib import Path
 
 import pytest
 
-from conftest import WORK
+from conftest import WORK, eventually
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
 FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
@@ -50,3 +52,22 @@ def test_concurrently_rethrows_a_failing_closure(app):
     assert d["error"] == "PhpWorker\\TaskException", d
     assert d["message"] == "task bad on worker tasks failed: DomainException: no such order"
     assert "results" in app.get("/concurrently?ms=1").json(), "the task worker goes on"
+
+
+def test_artisan_schedule_run_as_a_scheduled_job(start_server, tmp_path, monkeypatch):
+    """`schedule "* * * * *" artisan schedule:run` replaces the crontab line: Laravel's
+    scheduler runs its due events (here a closure, every minute) in the job's run. The
+    clock runs 60 times faster (a test hook): a minute is a second."""
+    monkeypatch.setenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED", "60")
+    runs = tmp_path / "schedule.log"
+    srv = start_server("laravel-schedule", app=LARAVEL / "public", threads=2,
+                       global_extra=f"""\t\tschedule "* * * * *" {LARAVEL}/artisan schedule:run {{
+			env APP_RUNNING_IN_CONSOLE true
+			env SCHEDULE_LOG {runs}
+			env LARAVEL_CACHE_DIR {WORK / "laravel-schedule" / "laravel-cache"}
+		}}""")
+    assert eventually(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 2, timeout=20), srv.log_text()[-3000:]
+    assert json.loads(runs.read_text().splitlines()[0])["app"] == "php_worker Laravel test"
+    ended = srv.wait_log(lambda e: e.get("msg") == "scheduled job ended" and e.get("job") == "artisan schedule:run")
+    assert ended and ended[0]["exit_status"] == 0, srv.log_text()[-3000:]
+    assert "#!/usr/bin/env php" not in srv.log_text(), "artisan's shebang line is skipped, as the CLI does"

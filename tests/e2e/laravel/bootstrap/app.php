@@ -38,7 +38,7 @@ foreach (['APP_PACKAGES_CACHE' => 'packages.php', 'APP_SERVICES_CACHE' => 'servi
 
 $app = new Illuminate\Foundation\Application(dirname(__DIR__));
 $app->singleton(Illuminate\Contracts\Http\Kernel::class, App\Http\Kernel::class);
-$app->singleton(Illuminate\Contracts\Console\Kernel::class, Illuminate\Foundation\Console\Kernel::class);
+$app->singleton(Illuminate\Contracts\Console\Kernel::class, App\Console\Kernel::class);
 $app->singleton(Illuminate\Contracts\Debug\ExceptionHandler::class, App\Exceptions\Handler::class);
 $app->booted(static function () {
     require __DIR__ . '/../routes/web.php';
