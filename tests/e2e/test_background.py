@@ -402,3 +402,24 @@ def test_ticker_runs_ticks_on_time_until_the_script_must_stop(start_server, tmp_
     status, body = srv.load(caddyfile(srv.port, srv.admin_port), force=True)
     assert status == 200, body
     assert eventually(lambda: shared(srv, "tick:returned")["tick:returned"] is True), "run() returned on the stop"
+
+
+def test_task_workers_autoscale(start_server, tmp_path):
+    """A task worker of one thread with max_threads 3: tasks that wait in its queue make
+    the autoscaler add threads, and three tasks then run at once."""
+    (tmp_path / "tasks.php").write_text(TASKS)
+    (tmp_path / "send.php").write_text(SENDER)
+
+    def caddyfile(port, admin):
+        return make_caddyfile(port, admin, threads=3, app=tmp_path, global_extra=f"""\t\ttask_worker {{
+			file {tmp_path}/tasks.php
+			name tasks
+			num 1
+			max_threads 3
+		}}""")
+    srv = start_server("tasks-autoscale", caddyfile)
+    pool = lambda: [p for p in srv.threads()["pools"] if p["worker"] == "tasks"][0]
+    assert pool()["kind"] == "task" and pool()["threads"] == 1
+    assert eventually(lambda: send(srv, [{"op": "sleep", "ms": 300}] * 3)["ms"] < 600, timeout=20), \
+        "the autoscaler gave the task worker threads"
+    assert pool()["threads"] == 3, pool()
