@@ -498,3 +498,15 @@ def test_module_function_signatures(php):
         "php_worker_SCOPE_put(string $key, mixed $value, int $ttl = 0): bool",
     )]
     assert php.get("/signatures.php").json() == sorted(signatures, key=lambda sig: sig.split("(")[0])
+
+
+def test_wait_stop_in_a_request_waits_and_ends_at_the_time_limit(php):
+    """php_worker_wait_stop() pauses a request that nobody tells to stop for its whole
+    pause; the request's time limit still ends it (a fatal error, the server serves on)."""
+    d = php.get("/wait-stop.php?seconds=0.2").json()
+    assert d["stopped"] is False and d["stopping"] is False and 0.19 < d["waited"] < 1, d
+    began = time.monotonic()
+    r = php.get("/wait-stop.php?seconds=10&limit=1", timeout=30)
+    assert r.status == 500 and "Maximum execution time of 1 second exceeded" in r.text, r.text
+    assert time.monotonic() - began < 3
+    assert php.get("/hello.php").text == "Hello, world!"

@@ -94,6 +94,9 @@ pub struct ThreadInfo {
     stop_deadline: AtomicU64,
 }
 
+/// How often a script waiting in php_worker_wait_stop() looks at its time limit.
+const TIME_LIMIT_CHECK: Duration = Duration::from_millis(100);
+
 /// A stop request, and a condition variable its waiters (php_worker_wait_stop()) sleep on.
 #[derive(Default)]
 struct StopSignal {
@@ -320,7 +323,9 @@ impl ThreadInfo {
     }
 
     /// Waits up to `timeout` for the thread to be told to stop; true when it was. Returns
-    /// early, false, when the script was stopped from outside (PHP then ends it).
+    /// early, false, when the script passed its time limit (PHP's own timer, which does
+    /// not wake the wait, is looked at every [`TIME_LIMIT_CHECK`]) or was stopped from
+    /// outside: PHP then ends it.
     pub fn wait_stop(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut guard = lock(&self.stop.lock);
@@ -332,7 +337,8 @@ impl ThreadInfo {
             if now >= deadline || self.timed_out() {
                 return false;
             }
-            guard = self.stop.wake.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            let slice = (deadline - now).min(TIME_LIMIT_CHECK);
+            guard = self.stop.wake.wait_timeout(guard, slice).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
