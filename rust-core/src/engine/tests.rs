@@ -258,7 +258,12 @@ fn max_memory_recycles_a_growing_script_and_counts_its_growth() {
         assert!(restarts >= 1, "{counts:?}");
         let restarted = "worker script restarted (max_memory): its PHP memory passed the limit";
         assert!(wait_event(restarted, r#""max_memory":8000000,"grew_most":"/x +"#));
-        eventually("the restarts are counted", || engine.pool(1).unwrap().stats().restarts == restarts);
+        // The last request may have left the script past the limit too: its restart
+        // follows the answer, and is counted once the script ends.
+        eventually("the restarts are counted", || engine.pool(1).unwrap().stats().restarts >= restarts);
+        std::thread::sleep(Duration::from_millis(300));
+        let counted = engine.pool(1).unwrap().stats().restarts;
+        assert!(counted == restarts || counted == restarts + 1, "{counted} restarts counted, {counts:?}");
         let pool = engine.pool(1).unwrap().stats();
         assert_eq!(pool.crashes, 0);
         assert_eq!(pool.memory_growth.len(), 1, "{:?}", pool.memory_growth);
