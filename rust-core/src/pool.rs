@@ -327,7 +327,7 @@ impl Pool {
         workers.next_generation += 1;
         if self.kind == WorkerKind::Background {
             // Its threads start when the running ones have stopped: never more copies of
-            // the script at once than its num (see activate_background).
+            // the script at once than its num (see start_background).
             if activate {
                 self.activate_locked(&mut state, &generation);
             } else {

@@ -24,7 +24,6 @@ use super::counters::RouteGrowth;
 use super::info::ThreadState;
 use super::protocol::{Job, Next};
 use super::thread::{Ending, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
-
 use crate::abi::types::Field;
 use crate::config::WorkerKind;
 use crate::host::{Host, Level, LogField};
