@@ -423,3 +423,21 @@ def test_task_workers_autoscale(start_server, tmp_path):
     assert eventually(lambda: send(srv, [{"op": "sleep", "ms": 300}] * 3)["ms"] < 600, timeout=20), \
         "the autoscaler gave the task worker threads"
     assert pool()["threads"] == 3, pool()
+
+
+def test_a_watched_background_worker_restarts_with_the_changed_file(start_server, tmp_path):
+    (tmp_path / "counter.php").write_text(COUNTER % {"version": "v1", "dir": tmp_path})
+    (tmp_path / "bg-read.php").write_text(READER)
+
+    def caddyfile(port, admin):
+        return make_caddyfile(port, admin, threads=2, app=tmp_path, global_extra=f"""\t\tbackground {{
+			file {tmp_path}/counter.php
+			name counter
+			watch
+		}}""")
+    srv = start_server("background-watch", caddyfile)
+    assert eventually(lambda: shared(srv, "bg:version")["bg:version"] == "v1")
+    (tmp_path / "counter.php").write_text(COUNTER % {"version": "v2", "dir": tmp_path})
+    assert eventually(lambda: shared(srv, "bg:version")["bg:version"] == "v2"), "the file change restarted it"
+    assert srv.wait_log(lambda e: e.get("msg") == "files changed: restarting worker" and e.get("worker") == "counter")
+    assert shared(srv, "bg:overlap", "bg:starts") == {"bg:overlap": None, "bg:starts": 2}
