@@ -441,3 +441,27 @@ def test_a_watched_background_worker_restarts_with_the_changed_file(start_server
     assert eventually(lambda: shared(srv, "bg:version")["bg:version"] == "v2"), "the file change restarted it"
     assert srv.wait_log(lambda e: e.get("msg") == "files changed: restarting worker" and e.get("worker") == "counter")
     assert shared(srv, "bg:overlap", "bg:starts") == {"bg:overlap": None, "bg:starts": 2}
+
+
+def test_an_opcache_reset_restarts_a_background_worker_on_the_fresh_cache(start_server, tmp_path):
+    """opcache_reset() from a deploy script: OPcache restarts only once every script has
+    left PHP, so the background script is asked to stop, ends, and runs again on the
+    fresh cache; requests are served throughout."""
+    (tmp_path / "counter.php").write_text(COUNTER % {"version": "v1", "dir": tmp_path})
+    (tmp_path / "bg-read.php").write_text(READER)
+    (tmp_path / "reset.php").write_text("<?php echo opcache_reset() ? 'reset' : 'not reset';")
+
+    def caddyfile(port, admin):
+        return make_caddyfile(port, admin, threads=3, app=tmp_path, global_extra=f"""\t\tphp_ini opcache.enable 1
+		background {{
+			file {tmp_path}/counter.php
+			name counter
+		}}""")
+    srv = start_server("background-opcache", caddyfile)
+    assert eventually(lambda: shared(srv, "bg:starts")["bg:starts"] == 1)
+    assert srv.get("/reset.php").text == "reset"
+    assert eventually(lambda: shared(srv, "bg:starts")["bg:starts"] == 2), "it ran again after the reset"
+    assert srv.wait_log(lambda e: e.get("msg") == "background worker ended for an OPcache restart; restarting it")
+    opcache = srv.threads()["opcache"]
+    assert opcache["restarts_opcache_reset"] >= 1 and opcache["holds_timed_out"] == 0, opcache
+    assert shared(srv, "bg:overlap")["bg:overlap"] is None
