@@ -179,6 +179,8 @@ while (php_worker_handle_task(function (string $payload) use ($booted) {
             undefined_function_in_a_task();
         case 'exit':
             exit(3);
+        case 'memory':
+            return str_repeat('x', 1 << 30);
         case 'self':
             return php_worker_task('tasks', '{"op":"echo"}');
         case 'handle_request':
@@ -274,9 +276,10 @@ def test_task_failures_timeouts_and_refusals_come_back_as_exceptions(start_serve
     assert r["results"][0]["error"] == "PhpWorker\\TaskTimeoutException", r
     assert 280 < r["ms"] < 900, r["ms"]
 
-    # A fatal error or exit() in a task fails it and restarts the task worker's script.
+    # A fatal error, exit() or memory_limit in a task fails it and restarts the task
+    # worker's script.
     time.sleep(1.3)  # the sleeping task ends
-    for op in ("fatal", "exit"):
+    for op in ("fatal", "exit", "memory"):
         r = send(srv, [{"op": op}], one=1)["results"][0]
         assert r["error"] == "PhpWorker\\TaskException" and "failed" in r["message"], r
         assert send(srv, [{"op": "echo"}], one=1)["results"][0]["ok"].startswith('{"op":"echo"}')
