@@ -57,6 +57,10 @@ static inline void pw_each_response_header(void (*fn)(const char *line, size_t l
 
 /* sapi.c */
 extern sapi_module_struct pw_sapi_module;
+/* A default under php.ini (a SAPI's ini_defaults): one setting, or "key=value\n" lines
+ * (NULL: none). The CLI's SAPI uses them too. */
+void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len);
+void pw_ini_default_lines(HashTable *configuration_hash, const char *lines);
 /* Hands every response header line to Rust, which parses and keeps them. */
 void pw_forward_headers(void *ctx);
 
@@ -112,6 +116,7 @@ void pw_php_tasks(zend_execute_data *execute_data, zval *return_value);
 	void pw_php_##scope##_put(zend_execute_data *execute_data, zval *return_value);       \
 	void pw_php_##scope##_add(zend_execute_data *execute_data, zval *return_value);       \
 	void pw_php_##scope##_increment(zend_execute_data *execute_data, zval *return_value); \
+	void pw_php_##scope##_touch(zend_execute_data *execute_data, zval *return_value);     \
 	void pw_php_##scope##_forget(zend_execute_data *execute_data, zval *return_value);    \
 	void pw_php_##scope##_flush(zend_execute_data *execute_data, zval *return_value);     \
 	void pw_php_##scope##_count(zend_execute_data *execute_data, zval *return_value);

@@ -367,6 +367,22 @@ static void pw_store_forget(INTERNAL_FUNCTION_PARAMETERS, bool shared)
 	RETURN_BOOL(pw_rs_store_forget(shared, ZSTR_VAL(key), ZSTR_LEN(key)));
 }
 
+static void pw_store_touch(INTERNAL_FUNCTION_PARAMETERS, bool shared)
+{
+	zend_string *key;
+	zend_long ttl;
+
+	ZEND_PARSE_PARAMETERS_START(2, 2)
+		Z_PARAM_STR(key)
+		Z_PARAM_LONG(ttl)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!pw_store_key_ok(key)) {
+		RETURN_THROWS();
+	}
+	RETURN_BOOL(pw_rs_store_touch(shared, ZSTR_VAL(key), ZSTR_LEN(key), (int64_t)ttl));
+}
+
 static void pw_store_flush(INTERNAL_FUNCTION_PARAMETERS, bool shared)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
@@ -400,6 +416,10 @@ static void pw_store_count(INTERNAL_FUNCTION_PARAMETERS, bool shared)
 	void pw_php_##scope##_forget(INTERNAL_FUNCTION_PARAMETERS)                                            \
 	{                                                                                                      \
 		pw_store_forget(INTERNAL_FUNCTION_PARAM_PASSTHRU, shared);                                        \
+	}                                                                                                      \
+	void pw_php_##scope##_touch(INTERNAL_FUNCTION_PARAMETERS)                                             \
+	{                                                                                                      \
+		pw_store_touch(INTERNAL_FUNCTION_PARAM_PASSTHRU, shared);                                         \
 	}                                                                                                      \
 	void pw_php_##scope##_flush(INTERNAL_FUNCTION_PARAMETERS)                                             \
 	{                                                                                                      \

@@ -57,7 +57,8 @@ def test_errors_name_the_key(php, scope):
 def test_expired_entries_are_never_returned(server, scope):
     out = case(server, "ttl", scope, prefix=uuid.uuid4().hex[:8])
     assert out == {"put": True, "now": "short", "later": "expired", "count_drop": 1, "add_after_expiry": True,
-                   "inc_after_expiry": 1}
+                   "inc_after_expiry": 1, "touch": True, "touch_missing": False, "touched": ["kept", "forever"],
+                   "touch_expired": False}
 
 
 @pytest.fixture(scope="module")

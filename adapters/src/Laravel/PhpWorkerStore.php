@@ -23,6 +23,8 @@ use PhpWorker\Runtime;
  * - flush() empties the whole table of the process, every prefix (every app served by
  *   the same Caddy) and every PhpWorker\Table included: the table cannot list keys, so a
  *   flush limited to the prefix is not possible.
+ * - touch() sets a live item's new time to live atomically; seconds <= 0 make it never
+ *   expire.
  * - put()/putMany()/forever() return false when the table is full (shared_store_size).
  * - Outside php_worker (artisan under the PHP CLI, queue workers, tests) the store is
  *   made as usual, since Laravel makes the default store to build commands such as
@@ -119,6 +121,19 @@ class PhpWorkerStore implements Store
     {
         $this->requireRuntime();
         return php_worker_shared_put($this->key($key), $value, 0);
+    }
+
+    /**
+     * Gives a live item a new time to live, atomically (Laravel 11's Cache::touch()).
+     *
+     * @param string $key
+     * @param int $seconds 0 or less: the item never expires
+     * @return bool whether the item existed
+     */
+    public function touch($key, $seconds)
+    {
+        $this->requireRuntime();
+        return php_worker_shared_touch($this->key($key), max(0, (int) $seconds));
     }
 
     /** @return bool whether the key existed */

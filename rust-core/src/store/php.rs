@@ -180,6 +180,26 @@ pub unsafe extern "C" fn pw_rs_store_increment(shared: bool, key: *const c_char,
     })
 }
 
+/// Gives the live entry of `key` a new time to live (`ttl` seconds from now, 0 for
+/// never), keeping its value; true when there was one.
+///
+/// # Safety
+/// `key` is valid for `key_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pw_rs_store_touch(shared: bool, key: *const c_char, key_len: usize, ttl: i64) -> bool {
+    guard(false, || {
+        // SAFETY: the function's contract: `key` is valid for `key_len` bytes.
+        let key = unsafe { bytes(key, key_len) };
+        let now = since_epoch();
+        let expires = expiry(now, ttl);
+        if shared {
+            SHARED.touch(key, expires, now)
+        } else {
+            try_with_thread(|t| t.local_store.parts().0.touch(key, expires, now)).unwrap_or(false)
+        }
+    })
+}
+
 /// Removes `key`; true when a live entry had it.
 ///
 /// # Safety

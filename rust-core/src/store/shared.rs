@@ -83,6 +83,10 @@ impl SharedTable {
         }
     }
 
+    pub fn touch(&self, key: &[u8], expires: u64, now: u64) -> bool {
+        self.shard(key).touch(key, expires, now)
+    }
+
     pub fn forget(&self, key: &[u8], now: u64) -> bool {
         self.shard(key).forget(key, now, &self.budget)
     }

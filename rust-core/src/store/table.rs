@@ -162,6 +162,18 @@ impl Table {
         }
     }
 
+    /// Gives a live entry a new expiry (0 for never), keeping its value; false when there
+    /// is none.
+    pub fn touch(&mut self, key: &[u8], expires: u64, now: u64) -> bool {
+        match self.map.get_mut(key).filter(|e| e.live(now)) {
+            Some(e) => {
+                e.expires = expires;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Removes an entry; true when a live one was there.
     pub fn forget(&mut self, key: &[u8], now: u64, budget: &Budget) -> bool {
         self.remove(key, budget).is_some_and(|e| e.live(now))
@@ -235,6 +247,21 @@ mod tests {
         assert!(!t.forget(b"a", 100, &budget));
         t.flush(&budget);
         assert_eq!((t.count(0), budget.used()), (0, 0));
+    }
+
+    #[test]
+    fn touch_moves_the_expiry_of_live_entries_only() {
+        let budget = Budget::new(1 << 20);
+        let mut t = Table::default();
+        t.insert(b"a", bytes("x"), 100, false, 0, &budget);
+        assert!(t.touch(b"a", 500, 50));
+        assert_eq!(t.get(b"a", 200, &budget), Some(&bytes("x")), "alive past its old expiry");
+        assert_eq!(t.get(b"a", 500, &budget), None, "gone at its new one");
+        assert!(!t.touch(b"a", 900, 600), "an expired entry is not brought back");
+        assert!(!t.touch(b"none", 900, 0));
+        t.insert(b"b", bytes("y"), 100, false, 0, &budget);
+        assert!(t.touch(b"b", 0, 10));
+        assert!(t.get(b"b", u64::MAX - 1, &budget).is_some(), "0 is for never");
     }
 
     #[test]

@@ -98,8 +98,17 @@ switch ($_GET['case'] ?? '') {
         $out['count_drop'] = $count - $f('count')();
         $out['add_after_expiry'] = $f('add')($k, 'again');
         $f('put')("$k-n", 5, 1);
+        // touch(): one entry kept past its first expiry, one made to never expire; a missing
+        // one and an expired one are not touched.
+        $f('put')("$k-kept", 'kept', 1);
+        $f('put')("$k-forever", 'forever', 1);
+        $out['touch'] = $f('touch')("$k-kept", 60) && $f('touch')("$k-forever", 0);
+        $out['touch_missing'] = $f('touch')("$k-none", 60);
+        $f('put')("$k-gone", 'gone', 1);
         usleep(1100000);
         $out['inc_after_expiry'] = $f('increment')("$k-n");
+        $out['touched'] = [$f('get')("$k-kept"), $f('get')("$k-forever")];
+        $out['touch_expired'] = $f('touch')("$k-gone", 60);
         echo json_encode($out);
         break;
     case 'counter':
