@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -106,9 +105,11 @@ type App struct {
 	// holds a PHP thread for as long as it lasts. Caddyfile: request_buffer off.
 	UnbufferedRequests bool `json:"unbuffered_requests,omitempty"`
 
-	// php.ini settings, applied after the php.ini files PHP reads. Changing them on a
-	// reload restarts PHP (requests wait meanwhile).
-	PHPIni map[string]string `json:"php_ini,omitempty"`
+	// php.ini settings, applied after the php.ini files PHP reads. A value is a string;
+	// extension and zend_extension also take a list, loaded in order (PHP loads every
+	// such line; any other setting keeps its last value). Changing them on a reload
+	// restarts PHP (requests wait meanwhile).
+	PHPIni PHPIni `json:"php_ini,omitempty"`
 
 	// Workers serving any site whose resolved script is their file. Relative files are
 	// relative to Caddy's working directory; match is not allowed here.
@@ -370,29 +371,19 @@ func (a *App) globalWorker(filename string) *WorkerConfig {
 // engineSettings is the JSON read by php_worker_engine_new (rust-core/src/config.rs):
 // what a running engine keeps until it restarts.
 type engineSettings struct {
-	PHPIni map[string]string `json:"php_ini,omitempty"`
+	PHPIni PHPIni `json:"php_ini,omitempty"`
+	// Defaults under php.ini (a portable binary's extension_dir).
+	INIDefaults map[string]string `json:"ini_defaults,omitempty"`
 }
 
 // equal tells whether an engine started with s runs as one started with o.
 func (s engineSettings) equal(o engineSettings) bool {
-	return maps.Equal(s.PHPIni, o.PHPIni)
+	return s.PHPIni.Equal(o.PHPIni) && maps.Equal(s.INIDefaults, o.INIDefaults)
 }
 
 // changedKeys lists, sorted, the php_ini keys whose values differ between s and o.
 func (s engineSettings) changedKeys(o engineSettings) []string {
-	var keys []string
-	for k, v := range s.PHPIni {
-		if w, ok := o.PHPIni[k]; !ok || w != v {
-			keys = append(keys, k)
-		}
-	}
-	for k := range o.PHPIni {
-		if _, ok := s.PHPIni[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
+	return s.PHPIni.ChangedKeys(o.PHPIni)
 }
 
 // makePlan splits the threads between the classic pool and the workers registered so
@@ -416,7 +407,7 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan{settings: engineSettings{PHPIni: withBundledExtensions(a.PHPIni)}, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
+	return &plan{settings: withBundle(a.PHPIni), classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
 		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
 		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
 		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil

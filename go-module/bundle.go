@@ -6,18 +6,28 @@ package phpworker
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// portable is set at link time by scripts/build-portable.sh: the binary carries PHP,
-// linked in statically, and finds beside itself what PHP 8.2 builds only as a shared
-// object: OPcache, a Zend extension.
-var portable = ""
+// The binary carries PHP, linked in statically, but PHP builds some extensions only as
+// shared objects: OPcache, and the developer extensions (Xdebug, pcov, excimer) that
+// php_ini loads by name when it wants them. They are in the binary's bundle folder:
+//   - portable, set at link time by scripts/build-portable.sh: <dir of the binary>/../lib/php_worker/;
+//   - else phpExtensionDir, set at link time by xcaddy.sh: the extension_dir of the PHP
+//     build it linked.
+var (
+	portable        = ""
+	phpExtensionDir = ""
+)
 
-// bundledOpcache is OPcache's shared object beside a portable binary,
-// <dir of the binary>/../lib/php_worker/opcache.so, or "".
-func bundledOpcache() string {
+// bundleDir is the folder of the binary's shared PHP extensions (the one holding
+// opcache.so), or "".
+func bundleDir() string {
 	if portable == "" {
-		return ""
+		if _, err := os.Stat(filepath.Join(phpExtensionDir, "opcache.so")); phpExtensionDir == "" || err != nil {
+			return ""
+		}
+		return phpExtensionDir
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -26,24 +36,33 @@ func bundledOpcache() string {
 	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = resolved
 	}
-	p := filepath.Join(filepath.Dir(exe), "..", "lib", "php_worker", "opcache.so")
-	if _, err := os.Stat(p); err != nil {
+	dir := filepath.Join(filepath.Dir(exe), "..", "lib", "php_worker")
+	if _, err := os.Stat(filepath.Join(dir, "opcache.so")); err != nil {
 		return ""
 	}
-	return p
+	return filepath.Clean(dir)
 }
 
-// withBundledExtensions is php_ini with a portable binary's OPcache loaded after php.ini
-// (as a php.ini line would load it), unless php_ini loads a Zend extension itself.
-func withBundledExtensions(ini map[string]string) map[string]string {
-	p := bundledOpcache()
-	if _, set := ini["zend_extension"]; p == "" || set {
-		return ini
+// withBundle is the engine settings for php_ini: OPcache is loaded first (as a php.ini
+// line would load it), unless php_ini loads it itself, and PHP's extension_dir defaults
+// to the bundle folder, so `zend_extension xdebug` finds it there (php.ini or php_ini may
+// still set another).
+func withBundle(ini PHPIni) engineSettings {
+	dir := bundleDir()
+	if dir == "" {
+		return engineSettings{PHPIni: ini}
 	}
-	out := make(map[string]string, len(ini)+1)
-	for k, v := range ini {
-		out[k] = v
+	out := ini.Clone()
+	if out == nil {
+		out = PHPIni{}
 	}
-	out["zend_extension"] = p
-	return out
+	loadsOpcache := false
+	for _, z := range out["zend_extension"] {
+		name := strings.TrimSuffix(filepath.Base(z), ".so")
+		loadsOpcache = loadsOpcache || name == "opcache"
+	}
+	if !loadsOpcache {
+		out["zend_extension"] = append([]string{filepath.Join(dir, "opcache.so")}, out["zend_extension"]...)
+	}
+	return engineSettings{PHPIni: out, INIDefaults: map[string]string{"extension_dir": dir}}
 }

@@ -219,7 +219,7 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				a.Schedules = append(a.Schedules, sc)
 			case "php_ini":
 				if a.PHPIni == nil {
-					a.PHPIni = map[string]string{}
+					a.PHPIni = PHPIni{}
 				}
 				if err := parseINI(d, a.PHPIni); err != nil {
 					return err
@@ -248,12 +248,13 @@ func parseEnv(d *caddyfile.Dispenser, into *map[string]string) error {
 	return nil
 }
 
-// parseINI reads `php_ini <key> <value>` or a `php_ini { <key> <value> ... }` block.
-func parseINI(d *caddyfile.Dispenser, into map[string]string) error {
+// parseINI reads `php_ini <key> <value>` or a `php_ini { <key> <value> ... }` block. A
+// repeated extension or zend_extension adds a line, as in php.ini.
+func parseINI(d *caddyfile.Dispenser, into PHPIni) error {
 	args := d.RemainingArgs()
 	switch len(args) {
 	case 2:
-		into[args[0]] = args[1]
+		into.Set(args[0], args[1])
 		return nil
 	case 0:
 		for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -262,7 +263,7 @@ func parseINI(d *caddyfile.Dispenser, into map[string]string) error {
 			if !d.AllArgs(&value) {
 				return d.Errf("php_ini %s: expected exactly one value", key)
 			}
-			into[key] = value
+			into.Set(key, value)
 		}
 		return nil
 	default:

@@ -31,10 +31,14 @@ func TestGlobalOption(t *testing.T) {
 		max_wait_time 2s
 		timeout_grace 3s
 		max_stuck_threads 4
-		php_ini memory_limit 256M
+		php_ini memory_limit 128M
+		php_ini extension redis.so
 		php_ini {
 			display_errors 0
 			error_reporting "E_ALL & ~E_DEPRECATED"
+			memory_limit 256M
+			extension apcu.so
+			zend_extension xdebug.so
 		}
 	}`)
 	var app App
@@ -54,7 +58,8 @@ func TestGlobalOption(t *testing.T) {
 		MaxWaitTime:         caddy.Duration(2 * time.Second),
 		TimeoutGrace:        caddy.Duration(3 * time.Second),
 		MaxStuckThreads:     4,
-		PHPIni:              map[string]string{"memory_limit": "256M", "display_errors": "0", "error_reporting": "E_ALL & ~E_DEPRECATED"},
+		PHPIni: PHPIni{"memory_limit": {"256M"}, "display_errors": {"0"}, "error_reporting": {"E_ALL & ~E_DEPRECATED"},
+			"extension": {"redis.so", "apcu.so"}, "zend_extension": {"xdebug.so"}},
 	}
 	if !reflect.DeepEqual(app, want) {
 		t.Errorf("got %+v, want %+v", app, want)

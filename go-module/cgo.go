@@ -3,10 +3,11 @@
 
 package phpworker
 
-// The Rust core (rust-core/, built by `cargo build --release` into target/) and the ZTS
-// libphp it embeds. The caller adds where libphp lives through CGO_LDFLAGS, as
-// xcaddy.sh does: -L$(php-config --prefix)/lib -Wl,-rpath,$(php-config --prefix)/lib.
+// The Rust core (rust-core/, built by `cargo build --release`: libphp_worker.a) and the
+// ZTS libphp.a it embeds. The caller says where both live, and adds the libraries PHP's
+// extensions need, through CGO_LDFLAGS, as scripts/env.sh does:
+// -L<cargo target dir>/release -L$(php-config --prefix)/lib -Wl,--export-dynamic $(php-config --libs).
 
 // #cgo CFLAGS: -I${SRCDIR}/../rust-core/include
-// #cgo LDFLAGS: ${SRCDIR}/../target/release/libphp_worker.a -lphp -lm -ldl -lpthread -lrt -lutil -lgcc_s
+// #cgo LDFLAGS: -lphp_worker -lphp -lm -ldl -lpthread -lrt -lutil -lgcc_s
 import "C"

@@ -63,22 +63,21 @@ const (
 
 // cliCommand is a parsed php-cli command line.
 type cliCommand struct {
-	mode     uint32
-	argv     []string // the script's $argv
-	code     string
-	iniPath  string
-	noINI    bool
-	config   string // --config: read its php_ini
-	adapter  string
-	ini      map[string]string // -d
-	iniOrder []string
-	help     bool
+	mode    uint32
+	argv    []string // the script's $argv
+	code    string
+	iniPath string
+	noINI   bool
+	config  string // --config: read its php_ini
+	adapter string
+	ini     [][2]string // -d key=value, in order
+	help    bool
 }
 
 // parseCLI reads PHP's command-line options, up to the script (or --): what comes after
 // belongs to the script.
 func parseCLI(args []string) (cliCommand, error) {
-	c := cliCommand{mode: modeScript, ini: map[string]string{}}
+	c := cliCommand{mode: modeScript}
 	value := func(i *int, name string) (string, error) {
 		if *i+1 >= len(args) {
 			return "", fmt.Errorf("option %s needs a value", name)
@@ -120,10 +119,7 @@ func parseCLI(args []string) (cliCommand, error) {
 			if !found {
 				v = "1" // as PHP's -d: a bare name turns the setting on
 			}
-			if _, seen := c.ini[key]; !seen {
-				c.iniOrder = append(c.iniOrder, key)
-			}
-			c.ini[key] = v
+			c.ini = append(c.ini, [2]string{key, v})
 		case a == "-r":
 			if err = setMode(modeCode); err == nil {
 				c.code, err = value(&i, a)
@@ -170,7 +166,7 @@ func parseCLI(args []string) (cliCommand, error) {
 // settings is the engine settings JSON the command runs with: the config's php_ini, then
 // the -d settings.
 func (c *cliCommand) settings() ([]byte, error) {
-	ini := map[string]string{}
+	ini := PHPIni{}
 	if c.config != "" {
 		raw, _, _, err := caddycmd.LoadConfig(c.config, c.adapter)
 		if err != nil {
@@ -186,15 +182,13 @@ func (c *cliCommand) settings() ([]byte, error) {
 			return nil, fmt.Errorf("reading %s: %w", c.config, err)
 		}
 		for _, app := range []engineSettings{cfg.Apps.PHPWorker, cfg.Apps.FrankenPHP} {
-			for k, v := range app.PHPIni {
-				ini[k] = v
-			}
+			ini.Merge(app.PHPIni)
 		}
 	}
-	for _, k := range c.iniOrder {
-		ini[k] = c.ini[k]
+	for _, s := range c.ini {
+		ini.Set(s[0], s[1])
 	}
-	return json.Marshal(engineSettings{PHPIni: withBundledExtensions(ini)})
+	return json.Marshal(withBundle(ini))
 }
 
 // runCLI runs a php-cli command line: the exit status.

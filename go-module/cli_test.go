@@ -18,7 +18,7 @@ func TestParseCLIReadsPHPsOptionsUpToTheScript(t *testing.T) {
 	if c.mode != modeScript || !reflect.DeepEqual(c.argv, []string{"artisan", "migrate", "-v", "--force"}) || !c.noINI {
 		t.Errorf("got %+v", c)
 	}
-	if !reflect.DeepEqual(c.ini, map[string]string{"memory_limit": "1G", "precision": "5", "display_errors": "1"}) {
+	if !reflect.DeepEqual(c.ini, [][2]string{{"memory_limit", "1G"}, {"precision", "5"}, {"display_errors", "1"}}) {
 		t.Errorf("ini %v", c.ini)
 	}
 	c, err = parseCLI([]string{"-r", "echo 1;", "a", "b"})
@@ -34,10 +34,14 @@ func TestParseCLIReadsPHPsOptionsUpToTheScript(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", in, err, want)
 		}
 	}
-	c, _ = parseCLI([]string{"-d", "a=1", "-d", "a=2"})
-	settings, err := (&cliCommand{ini: c.ini, iniOrder: c.iniOrder}).settings()
+	c, _ = parseCLI([]string{"-d", "a=1", "-d", "a=2", "-d", "extension=b.so", "-d", "zend_extension=z.so", "-d", "extension=a.so"})
+	settings, err := (&cliCommand{ini: c.ini}).settings()
 	var got engineSettings
-	if err != nil || json.Unmarshal(settings, &got) != nil || got.PHPIni["a"] != "2" {
+	if err != nil || json.Unmarshal(settings, &got) != nil || got.PHPIni.Get("a") != "2" {
 		t.Errorf("settings %s %v", settings, err)
+	}
+	// As PHP's CLI: every -d extension loads, in order; any other setting keeps its last value.
+	if !reflect.DeepEqual(got.PHPIni["extension"], []string{"b.so", "a.so"}) || !reflect.DeepEqual(got.PHPIni["a"], []string{"2"}) {
+		t.Errorf("repeated settings: %v", got.PHPIni)
 	}
 }

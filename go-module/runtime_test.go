@@ -27,7 +27,7 @@ type testConfig struct {
 	handler *Handler
 }
 
-func newTestConfig(t *testing.T, dir string, threads int, ini map[string]string, workers ...WorkerConfig) *testConfig {
+func newTestConfig(t *testing.T, dir string, threads int, ini PHPIni, workers ...WorkerConfig) *testConfig {
 	t.Helper()
 	ctx := caddy.Context{Context: context.Background()}
 	app := &App{NumThreads: threads, PHPIni: ini, ShutdownTimeout: caddy.Duration(5 * time.Second)}
@@ -208,7 +208,7 @@ func TestAConfigWhoseLoadFailsLeavesPHPAsItWas(t *testing.T) {
 
 	// Started, then stopped and cleaned up because another app failed to start.
 	other := WorkerConfig{FileName: "other.php", Name: "other", Num: 1, MatchPath: []string{"/o"}}
-	failed := newTestConfig(t, dir, 6, map[string]string{"memory_limit": "64M"}, worker("counter", 2), other)
+	failed := newTestConfig(t, dir, 6, PHPIni{"memory_limit": {"64M"}}, worker("counter", 2), other)
 	failedPool := failed.handler.Workers[1].pool.id
 	if err := failed.app.Start(); err != nil {
 		t.Fatal(err)
@@ -236,12 +236,12 @@ func TestAConfigWhoseLoadFailsLeavesPHPAsItWas(t *testing.T) {
 func TestAPHPIniChangeRestartsPHPWhenTheConfigIsCommitted(t *testing.T) {
 	dir := t.TempDir()
 	writePHP(t, filepath.Join(dir, "ini.php"), "echo ini_get('memory_limit');")
-	old := newTestConfig(t, dir, 2, map[string]string{"memory_limit": "64M"})
+	old := newTestConfig(t, dir, 2, PHPIni{"memory_limit": {"64M"}})
 	if err := old.app.Start(); err != nil {
 		t.Fatal(err)
 	}
 	engine := php.engine.Load()
-	next := newTestConfig(t, dir, 2, map[string]string{"memory_limit": "96M"})
+	next := newTestConfig(t, dir, 2, PHPIni{"memory_limit": {"96M"}})
 	if err := next.app.Start(); err != nil {
 		t.Fatal(err)
 	}

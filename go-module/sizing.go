@@ -86,7 +86,7 @@ func (a *App) maxThreads(total int, workers []*WorkerConfig) (int, string, error
 	}
 	switch {
 	case a.MaxThreads == ThreadLimitAuto:
-		limit, why := autoMaxThreads(a.PHPIni["memory_limit"], total)
+		limit, why := autoMaxThreads(a.PHPIni.Get("memory_limit"), total)
 		return limit, why, nil
 	case a.MaxThreads == 0 && extra == 0:
 		return 0, "", nil

@@ -43,7 +43,7 @@ func moduleVersion() string {
 	return "(devel)"
 }
 
-// phpVersion is the version of the linked PHP ("8.2.32").
+// phpVersion is the version of the linked PHP ("8.4.24").
 func phpVersion() string {
 	return C.GoString(C.php_worker_php_version())
 }

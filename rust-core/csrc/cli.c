@@ -86,11 +86,13 @@ static void pw_cli_log_message(const char *message, int syslog_level)
 	fflush(stderr);
 }
 
+/* The command's host defaults ("key=value\n" lines), for the command's run. */
+static const char *pw_cli_host_defaults;
+
 static void pw_cli_ini_defaults(HashTable *configuration_hash)
 {
-	zval zv;
-	ZVAL_NEW_STR(&zv, zend_string_init("1", 1, 1));
-	zend_hash_str_update(configuration_hash, "display_errors", sizeof("display_errors") - 1, &zv);
+	pw_ini_default(configuration_hash, "display_errors", "1", 1);
+	pw_ini_default_lines(configuration_hash, pw_cli_host_defaults);
 }
 
 static sapi_module_struct pw_cli_module = {
@@ -191,6 +193,7 @@ int pw_shim_cli_run(const pw_cli_args *args)
 	pw_cli_module.php_ini_ignore_cwd = 1;
 	pw_cli_module.php_ini_ignore = args->no_ini;
 	pw_cli_module.php_ini_path_override = (char *)args->ini_path;
+	pw_cli_host_defaults = args->ini_defaults;
 	pw_cli_module.ini_defaults = pw_cli_ini_defaults;
 	pw_cli_module.phpinfo_as_text = 1;
 	if (pw_cli_module.startup(&pw_cli_module) == FAILURE) {
@@ -243,6 +246,7 @@ int pw_shim_cli_run(const pw_cli_args *args)
 	sapi_shutdown();
 	tsrm_shutdown();
 	pw_cli_module.ini_entries = NULL;
+	pw_cli_host_defaults = NULL;
 	free(ini);
 	return status;
 }

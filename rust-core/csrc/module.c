@@ -53,6 +53,12 @@ ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(pw_arginfo_store_increment, 0, 1, MAY_BE
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, by, IS_LONG, 0, "1")
 ZEND_END_ARG_INFO()
 
+/* php_worker_{local,shared}_touch(string $key, int $ttl): bool */
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_store_touch, 0, 2, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, ttl, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
 /* php_worker_{local,shared}_forget(string $key): bool */
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_store_forget, 0, 1, _IS_BOOL, 0)
 	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
@@ -99,13 +105,18 @@ ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(pw_arginfo_on_stop, 0, 1, IS_VOID, 0)
 	ZEND_ARG_TYPE_INFO(0, callback, IS_CALLABLE, 1)
 ZEND_END_ARG_INFO()
 
+#if PHP_VERSION_ID >= 80400 /* 8.4's entries add frameless function infos and a doc comment */
+#define PW_FUNCTION(name, handler, arginfo) ZEND_RAW_FENTRY(name, handler, arginfo, 0, NULL, NULL)
+#else
 #define PW_FUNCTION(name, handler, arginfo) ZEND_RAW_FENTRY(name, handler, arginfo, 0)
+#endif
 
 #define PW_STORE_ENTRIES(scope)                                                                         \
 	PW_FUNCTION("php_worker_" #scope "_get", pw_php_##scope##_get, pw_arginfo_store_get)                \
 	PW_FUNCTION("php_worker_" #scope "_put", pw_php_##scope##_put, pw_arginfo_store_put)                \
 	PW_FUNCTION("php_worker_" #scope "_add", pw_php_##scope##_add, pw_arginfo_store_put)                \
 	PW_FUNCTION("php_worker_" #scope "_increment", pw_php_##scope##_increment, pw_arginfo_store_increment) \
+	PW_FUNCTION("php_worker_" #scope "_touch", pw_php_##scope##_touch, pw_arginfo_store_touch)          \
 	PW_FUNCTION("php_worker_" #scope "_forget", pw_php_##scope##_forget, pw_arginfo_store_forget)       \
 	PW_FUNCTION("php_worker_" #scope "_flush", pw_php_##scope##_flush, pw_arginfo_store_flush)          \
 	PW_FUNCTION("php_worker_" #scope "_count", pw_php_##scope##_count, pw_arginfo_store_count)

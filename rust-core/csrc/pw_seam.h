@@ -122,6 +122,8 @@ typedef struct {
   const char *code;
   // "key=value\n" lines applied after php.ini and the CLI's own settings, or NULL.
   const char *ini_entries;
+  // "key=value\n" lines of defaults that php.ini may change, or NULL.
+  const char *ini_defaults;
   // The php.ini file or folder to read instead of the default (php -c), or NULL.
   const char *ini_path;
   // Read no php.ini at all (php -n): 1, else 0.
@@ -229,10 +231,14 @@ typedef struct {
 extern int pw_shim_cli_run(const pw_cli_args *args);
 
 // Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
-// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
-// must stay valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module
-// entry; `env` (the process environment every `$_SERVER` starts with) is copied.
-extern int pw_shim_engine_startup(const char *ini_entries, void *module, const pw_shim_vars *env);
+// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines,
+// applied after php.ini) and `ini_defaults` (the same, under php.ini) must stay
+// valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module entry; `env`
+// (the process environment every `$_SERVER` starts with) is copied.
+extern int pw_shim_engine_startup(const char *ini_entries,
+                                  const char *ini_defaults,
+                                  void *module,
+                                  const pw_shim_vars *env);
 
 // Stops PHP, on the main thread, after every PHP thread has ended.
 extern void pw_shim_engine_shutdown(void);
@@ -462,6 +468,13 @@ int32_t pw_rs_store_increment(bool shared,
                               size_t key_len,
                               int64_t by,
                               int64_t *out);
+
+// Gives the live entry of `key` a new time to live (`ttl` seconds from now, 0 for
+// never), keeping its value; true when there was one.
+//
+// # Safety
+// `key` is valid for `key_len` bytes.
+bool pw_rs_store_touch(bool shared, const char *key, size_t key_len, int64_t ttl);
 
 // Removes `key`; true when a live entry had it.
 //

@@ -288,24 +288,24 @@ sapi_module_struct pw_sapi_module = {
 
 /* ---- engine startup and shutdown ------------------------------------------------- */
 
-static void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value)
-{
-	zval zv;
-	ZVAL_NEW_STR(&zv, zend_string_init(value, strlen(value), 1));
-	zend_hash_str_update(configuration_hash, name, strlen(name), &zv);
-}
+/* The host's defaults ("key=value\n" lines), until the engine stops. */
+static const char *pw_host_ini_defaults;
 
 /* Defaults under php.ini: a server must not show error details (paths, queries) to its
  * clients, and must log them (PHP's own defaults do the opposite of both), unless
- * php.ini or php_ini says otherwise. */
+ * php.ini or php_ini says otherwise; then the host's own (a portable binary's
+ * extension_dir). */
 static void pw_ini_defaults(HashTable *configuration_hash)
 {
-	pw_ini_default(configuration_hash, "display_errors", "0");
-	pw_ini_default(configuration_hash, "log_errors", "1");
+	pw_ini_default(configuration_hash, "display_errors", "0", 1);
+	pw_ini_default(configuration_hash, "log_errors", "1", 1);
+	pw_ini_default_lines(configuration_hash, pw_host_ini_defaults);
 }
 
-int pw_shim_engine_startup(const char *ini_entries, void *additional_module, const pw_shim_vars *env)
+int pw_shim_engine_startup(const char *ini_entries, const char *ini_defaults, void *additional_module,
+                           const pw_shim_vars *env)
 {
+	pw_host_ini_defaults = ini_defaults;
 	pw_additional_module = additional_module;
 	if (!php_tsrm_startup()) {
 		return -1;
@@ -339,4 +339,29 @@ void pw_shim_engine_shutdown(void)
 	tsrm_shutdown();
 	pw_free_env_strings();
 	pw_sapi_module.ini_entries = NULL;
+	pw_host_ini_defaults = NULL;
+}
+
+void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len)
+{
+	zval zv;
+	ZVAL_NEW_STR(&zv, zend_string_init(value, value_len, 1));
+	zend_hash_str_update(configuration_hash, name, strlen(name), &zv);
+}
+
+void pw_ini_default_lines(HashTable *configuration_hash, const char *lines)
+{
+	while (lines && *lines) {
+		const char *end = strchr(lines, '\n');
+		const char *eq = memchr(lines, '=', end ? (size_t)(end - lines) : strlen(lines));
+		if (!end) {
+			end = lines + strlen(lines);
+		}
+		if (eq) { /* Rust wrote these lines: a key without '=' or newline, a value without newline */
+			zval zv;
+			ZVAL_NEW_STR(&zv, zend_string_init(eq + 1, (size_t)(end - eq - 1), 1));
+			zend_hash_str_update(configuration_hash, lines, (size_t)(eq - lines), &zv);
+		}
+		lines = *end ? end + 1 : end;
+	}
 }

@@ -19,6 +19,7 @@ pub struct Command {
     argv: Vec<CString>,
     code: Option<CString>,
     ini_entries: Option<CString>,
+    ini_defaults: Option<CString>,
     ini_path: Option<CString>,
     no_ini: bool,
 }
@@ -53,21 +54,22 @@ impl Command {
         }
         // SAFETY: per this function's contract.
         let (code, ini_path) = unsafe { (copy_str(c.code), copy_str(c.ini_path)) };
-        let ini_entries = if c.settings_json.is_null() {
-            None
+        let (ini_entries, ini_defaults) = if c.settings_json.is_null() {
+            (None, None)
         } else {
             // SAFETY: per this function's contract.
             let json = unsafe { std::slice::from_raw_parts(c.settings_json, c.settings_len) };
             // The server's php_ini rendering, so both read the same settings alike.
-            let entries = EngineConfig::from_json(json).and_then(|e| e.ini_entries()).ok()?;
-            Some(CString::new(entries).ok()?)
+            let config = EngineConfig::from_json(json).ok()?;
+            let (entries, defaults) = (config.ini_entries().ok()?, config.ini_defaults().ok()?);
+            (Some(CString::new(entries).ok()?), Some(CString::new(defaults).ok()?))
         };
         let valid = match mode {
             CliMode::Script => !argv.is_empty(),
             CliMode::Code => code.is_some(),
             _ => true,
         };
-        valid.then_some(Command { mode, argv, code, ini_entries, ini_path, no_ini: c.no_ini })
+        valid.then_some(Command { mode, argv, code, ini_entries, ini_defaults, ini_path, no_ini: c.no_ini })
     }
 }
 
@@ -88,6 +90,7 @@ pub fn run(command: Command) -> i32 {
                 argv: argv.as_mut_ptr(),
                 code: ptr(&command.code),
                 ini_entries: ptr(&command.ini_entries),
+                ini_defaults: ptr(&command.ini_defaults),
                 ini_path: ptr(&command.ini_path),
                 no_ini: command.no_ini as c_int,
             };

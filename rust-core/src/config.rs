@@ -10,9 +10,14 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
-    /// php.ini overrides, applied after php.ini files.
+    /// php.ini overrides, applied after php.ini files. A list value gives the key one
+    /// line per value, in order: PHP loads every `extension` and `zend_extension` line.
     #[serde(default)]
-    pub php_ini: BTreeMap<String, String>,
+    pub php_ini: BTreeMap<String, IniValue>,
+    /// Defaults under php.ini (PHP's `ini_defaults`): what php.ini files and `php_ini`
+    /// may still change, such as the extension_dir of a portable binary.
+    #[serde(default)]
+    pub ini_defaults: BTreeMap<String, String>,
     /// Requests that may wait for a thread in each pool before new ones are refused.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
@@ -20,6 +25,23 @@ pub struct EngineConfig {
     /// instead of the `respond` callback.
     #[serde(default)]
     pub completions: bool,
+}
+
+/// A `php_ini` value: one, or one per line for the keys PHP reads every line of.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum IniValue {
+    One(String),
+    Lines(Vec<String>),
+}
+
+impl IniValue {
+    fn values(&self) -> &[String] {
+        match self {
+            IniValue::One(v) => std::slice::from_ref(v),
+            IniValue::Lines(v) => v,
+        }
+    }
 }
 
 /// What a worker script does on its threads.
@@ -140,24 +162,35 @@ impl EngineConfig {
             return Err(Error::Config("queue_capacity must be at least 1".into()));
         }
         config.ini_entries()?;
+        config.ini_defaults()?;
         Ok(config)
     }
 
-    /// The `php_ini` map in the "key=value\n" form of `sapi_module.ini_entries`.
+    /// The `php_ini` map in the "key=value\n" form of `sapi_module.ini_entries`, a line
+    /// per value.
     pub fn ini_entries(&self) -> Result<String> {
-        let mut out = String::new();
-        for (key, value) in &self.php_ini {
-            let bad_key = key.is_empty() || key.contains(['=', '\n', '\r', '\0', '[', ']']);
-            if bad_key || value.contains(['\n', '\r', '\0']) {
-                return Err(Error::Config(format!("php_ini entry {key:?} = {value:?} is not a valid ini line")));
-            }
-            out.push_str(key);
-            out.push('=');
-            out.push_str(value);
-            out.push('\n');
-        }
-        Ok(out)
+        ini_lines(self.php_ini.iter().flat_map(|(k, v)| v.values().iter().map(move |v| (k, v))))
     }
+
+    /// `ini_defaults` as "key=value\n" lines.
+    pub fn ini_defaults(&self) -> Result<String> {
+        ini_lines(self.ini_defaults.iter())
+    }
+}
+
+fn ini_lines<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Result<String> {
+    let mut out = String::new();
+    for (key, value) in pairs {
+        let bad_key = key.is_empty() || key.contains(['=', '\n', '\r', '\0', '[', ']']);
+        if bad_key || value.contains(['\n', '\r', '\0']) {
+            return Err(Error::Config(format!("php_ini entry {key:?} = {value:?} is not a valid ini line")));
+        }
+        out.push_str(key);
+        out.push('=');
+        out.push_str(value);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 impl WorkerSpec {
@@ -200,6 +233,19 @@ mod tests {
         assert!(EngineConfig::from_json(br#"{"php_ini":{"a=b":"c"}}"#).is_err());
         assert!(EngineConfig::from_json(br#"{"php_ini":{"a":"b\nc=d"}}"#).is_err());
         assert!(EngineConfig::from_json(b"not json").is_err());
+    }
+
+    #[test]
+    fn renders_one_line_per_extension_in_order() {
+        let c = EngineConfig::from_json(
+            br#"{"php_ini":{"extension":["b.so","a.so"],"zend_extension":"x.so"},"ini_defaults":{"extension_dir":"/opt/x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.ini_entries().unwrap(), "extension=b.so\nextension=a.so\nzend_extension=x.so\n");
+        assert_eq!(c.ini_defaults().unwrap(), "extension_dir=/opt/x\n");
+        assert!(EngineConfig::from_json(br#"{"php_ini":{"extension":["a\nb"]}}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"ini_defaults":{"a":"b\nc"}}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"php_ini":{"extension":[1]}}"#).is_err());
     }
 
     #[test]

@@ -78,13 +78,15 @@ impl Engine {
             return Err(Error::AlreadyRunning);
         }
         let started = (|| {
-            let ini = CString::new(config.ini_entries()?).map_err(|_| Error::Config("NUL in php_ini".into()))?;
-            start_main_thread(ini, host.clone())
+            let nul = |_| Error::Config("NUL in php_ini".into());
+            let ini = CString::new(config.ini_entries()?).map_err(nul)?;
+            let defaults = CString::new(config.ini_defaults()?).map_err(nul)?;
+            start_main_thread(ini, defaults, host.clone())
         })();
         let (main, Started { hook, post_max_size }) = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
         let registry = Arc::new(Registry::default());
         if hook == OpcacheHook::Unpatched {
-            host.log(0, Level::Warn, "this PHP's OPcache lacks php_worker's thread hook (scripts/php-patches/opcache-thread-hook.patch): \
+            host.log(0, Level::Warn, "this PHP's OPcache lacks php_worker's thread hook (scripts/php-patches/<minor>/opcache-thread-hook.patch): \
                 an OPcache restart (opcache_reset(), a full cache) while several threads run PHP can crash the process");
         }
         let workers = Arc::downgrade(&registry);
@@ -350,7 +352,7 @@ impl Drop for Engine {
     }
 }
 
-fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Started)> {
+fn start_main_thread(ini: CString, defaults: CString, host: Arc<Host>) -> Result<(MainThread, Started)> {
     let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<Started, String>>();
     let (jobs_tx, jobs_rx) = mpsc::channel::<MainJob>();
     let handle = std::thread::Builder::new()
@@ -362,9 +364,9 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Start
             let module = crate::php::module::module_entry();
             let env = &host.process_env;
             let env = ShimVars { block: env.bytes().as_ptr().cast(), spans: env.spans().as_ptr(), pairs: env.pair_count() };
-            // SAFETY: first PHP call of this engine, on its main thread; `ini` lives until
-            // after pw_shim_engine_shutdown below; `env` is copied.
-            let rc = unsafe { sys::pw_shim_engine_startup(ini.as_ptr(), module.cast::<c_void>(), &env) };
+            // SAFETY: first PHP call of this engine, on its main thread; `ini` and
+            // `defaults` live until after pw_shim_engine_shutdown below; `env` is copied.
+            let rc = unsafe { sys::pw_shim_engine_startup(ini.as_ptr(), defaults.as_ptr(), module.cast::<c_void>(), &env) };
             if rc != 0 {
                 let _ = ready_tx.send(Err("php_module_startup failed (see the log above)".into()));
                 host::attach_thread(None);
@@ -386,7 +388,7 @@ fn start_main_thread(ini: CString, host: Arc<Host>) -> Result<(MainThread, Start
             unsafe { sys::pw_shim_engine_shutdown() };
             release_free_memory();
             host::attach_thread(None);
-            drop(ini);
+            drop((ini, defaults));
         })
         .map_err(|e| Error::Startup(format!("cannot spawn the PHP main thread: {e}")))?;
     match ready_rx.recv() {

@@ -164,6 +164,8 @@ pub struct CliArgs {
     pub code: *const c_char,
     /// "key=value\n" lines applied after php.ini and the CLI's own settings, or NULL.
     pub ini_entries: *const c_char,
+    /// "key=value\n" lines of defaults that php.ini may change, or NULL.
+    pub ini_defaults: *const c_char,
     /// The php.ini file or folder to read instead of the default (php -c), or NULL.
     pub ini_path: *const c_char,
     /// Read no php.ini at all (php -n): 1, else 0.
@@ -176,10 +178,16 @@ unsafe extern "C" {
     /// On a thread of its own, in a process where no engine runs.
     pub fn pw_shim_cli_run(args: *const CliArgs) -> c_int;
     /// Starts TSRM, the SAPI and the modules on the calling thread, which becomes the
-    /// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines)
-    /// must stay valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module
-    /// entry; `env` (the process environment every `$_SERVER` starts with) is copied.
-    pub fn pw_shim_engine_startup(ini_entries: *const c_char, module: *mut c_void, env: *const ShimVars) -> c_int;
+    /// engine's main thread. Returns 0 on success. `ini_entries` ("key=value\n" lines,
+    /// applied after php.ini) and `ini_defaults` (the same, under php.ini) must stay
+    /// valid until pw_shim_engine_shutdown; `module` is the ext-php-rs module entry; `env`
+    /// (the process environment every `$_SERVER` starts with) is copied.
+    pub fn pw_shim_engine_startup(
+        ini_entries: *const c_char,
+        ini_defaults: *const c_char,
+        module: *mut c_void,
+        env: *const ShimVars,
+    ) -> c_int;
     /// Stops PHP, on the main thread, after every PHP thread has ended.
     pub fn pw_shim_engine_shutdown();
     /// Points OPcache's thread hook at pw_rs_opcache_event, on the main thread after
