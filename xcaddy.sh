@@ -2,14 +2,21 @@
 # Builds ./caddy with php_worker inside: the Debian packages it needs, a ZTS PHP
 # (cached, see scripts/build-php.sh), the Rust core, then Caddy through xcaddy.
 #
-#   ./xcaddy.sh                 build ./caddy
-#   PHP_CONFIG=... ./xcaddy.sh  use your own ZTS PHP build instead of the cached one
+#   ./xcaddy.sh                      build ./caddy on PHP 8.4
+#   PHP_VERSION=8.2 ./xcaddy.sh      build ./caddy on PHP 8.2 (cached apart)
+#   PHP_CONFIG=... ./xcaddy.sh       use your own ZTS PHP build (libphp.a) instead
+#   CADDY_OUTPUT=dir/caddy CARGO_TARGET_DIR=dir ./xcaddy.sh
+#                                    build elsewhere, leaving ./caddy and target/ alone
+#                                    (tests/run.sh builds its PHP 8.2 binary this way)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 CADDY_VERSION=v2.11.9
 XCADDY_VERSION=v0.4.5
 MODULE=github.com/php-worker/php_worker/go-module
+
+output=${CADDY_OUTPUT:-./caddy}
+target_dir=${CARGO_TARGET_DIR:-target}
 
 scripts/install-deps.sh
 # shellcheck source=scripts/env.sh
@@ -25,14 +32,16 @@ fi
 
 # Go's build cache does not see a changed .a behind #cgo LDFLAGS: stamping the core's
 # hash into the binary forces a relink whenever the core changes.
-core_id=$(sha256sum target/release/libphp_worker.a | cut -c1-16)
-echo "xcaddy.sh: building ./caddy (Caddy $CADDY_VERSION, core $core_id)"
-XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id' -tags=nobadger,nomysql,nopgx" \
-	xcaddy build "$CADDY_VERSION" --output ./caddy --with "$MODULE@v$(cat VERSION)=./go-module"
+core_id=$(sha256sum "$target_dir/release/libphp_worker.a" | cut -c1-16)
+echo "xcaddy.sh: building $output (Caddy $CADDY_VERSION, PHP $("$PHP_CONFIG" --version), core $core_id)"
+# OPcache and the developer extensions stay in the PHP build's extension_dir.
+ext_dir=$("$PHP_CONFIG" --extension-dir)
+XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id -X $MODULE.phpExtensionDir=$ext_dir' -tags=nobadger,nomysql,nopgx" \
+	xcaddy build "$CADDY_VERSION" --output "$output" --with "$MODULE@v$(cat VERSION)=./go-module"
 # Not a pipe into grep -q: grep exits at its match, and with pipefail the SIGPIPE that
 # caddy, still writing the modules listed after it, then gets would fail the build.
-modules=$(./caddy list-modules)
+modules=$("$output" list-modules)
 grep -qx 'http.handlers.php_worker' <<<"$modules"
 # FrankenPHP's name for the same binary, which Laravel Octane looks for on PATH.
-ln -sfn caddy ./frankenphp
-echo "xcaddy.sh: ./caddy is ready (and ./frankenphp, a link to it)"
+ln -sfn "$(basename "$output")" "$(dirname "$output")/frankenphp"
+echo "xcaddy.sh: $output is ready (and frankenphp beside it, a link to it)"

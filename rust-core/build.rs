@@ -59,4 +59,13 @@ fn main() {
     let prefix = php_config("--prefix");
     println!("cargo:rustc-env=PHP_WORKER_PHP_BUILD={}", php_build(&prefix));
     println!("cargo:rustc-link-search=native={prefix}/lib");
+    // libphp.a (ext-php-rs links it) needs the libraries its extensions use: the test
+    // binaries link them here, as the host's link line does for the final binary.
+    for flag in php_config("--libs").split_whitespace() {
+        if let Some(lib) = flag.strip_prefix("-l") {
+            println!("cargo:rustc-link-lib={lib}");
+        } else if let Some(dir) = flag.strip_prefix("-L") {
+            println!("cargo:rustc-link-search=native={dir}");
+        }
+    }
 }

@@ -5,6 +5,7 @@
 #
 #   /usr/bin/php_worker                    the binary (not "caddy": no clash with Caddy's package)
 #   /usr/lib/php_worker/opcache.so         OPcache, which the binary loads from ../lib/php_worker/
+#   /usr/lib/php_worker/<name>.so          the developer extensions, which `php_ini zend_extension|extension <name>` loads
 #   /etc/php_worker/Caddyfile              what the service serves (a small PHP page at first)
 #   /etc/php_worker/php.ini, conf.d/       PHP's settings, for the server and php-cli alike
 #   /usr/share/php_worker/www/index.php    that page
@@ -26,8 +27,8 @@ cp -a packaging/debian packaging/files "$stage/"
 cp -a dist/php_worker "$stage/dist"
 cp README.md "$stage/files/"
 # PHP's recommended production settings, from the PHP build the binary carries.
-prefix=$(env -u PHP_CONFIG PHP_WORKER_PHP_STATIC=1 scripts/build-php.sh | xargs dirname | xargs dirname)
-cp "$prefix/etc/php.ini-production" "$stage/files/php.ini"
+prefix=$(env -u PHP_CONFIG scripts/build-php.sh | xargs dirname | xargs dirname)
+cp "$prefix/lib/php/php.ini-production" "$stage/files/php.ini"
 # The changelog's one entry is VERSION, dated by the commit it is built from.
 cat >"$stage/debian/changelog" <<CHANGELOG
 php-worker ($version) unstable; urgency=medium

@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# Builds a thread-safe (ZTS) PHP 8.2 with the embed SAPI from Debian's php8.2 source
-# package, once, into a cache outside the clone, and prints the path of its php-config.
+# Builds a thread-safe (ZTS) PHP with the embed SAPI (libphp.a) and php_worker's extension
+# set from Debian's source packages, once, into a cache outside the clone, and prints the
+# path of its php-config. The same build serves ./caddy (linked with the system's shared
+# libraries, xcaddy.sh) and the portable binary (with static ones,
+# scripts/build-portable.sh).
 #
+#   scripts/build-php.sh                                   PHP 8.4 (the default)
+#   PHP_VERSION=8.2 scripts/build-php.sh                   PHP 8.2, cached apart
 #   PHP_CONFIG=/path/to/php-config scripts/build-php.sh   checks a build of your own instead
 #   PHP_WORKER_CACHE=/somewhere scripts/build-php.sh       cache root (default ~/.cache/php_worker)
 #   PHP_WORKER_PHP_ASAN=1 scripts/build-php.sh             AddressSanitizer build (scripts/asan.sh)
 #
-# The cache directory is named after the PHP version and a hash of the configure flags and
-# of recipe_version, so changing the flags (or bumping recipe_version when the build steps
-# change) builds a new PHP next to the old one.
+# Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
+# through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
+# The PECL extensions come from Debian 13's and sid's source packages too (their upstream
+# tarball is the whole source) and are built into PHP like the core ones, under ext/. The
+# developer extensions (Xdebug, pcov, excimer) are built as shared objects beside PHP's
+# OPcache, loaded only by a php_ini `zend_extension`/`extension` line. What went in, with
+# versions, and what could not, with why, is in <prefix>/extensions.txt.
+#
+# PHP reads /etc/php_worker/php.ini and /etc/php_worker/conf.d/*.ini, whichever binary it
+# is in; OPcache, a shared object, is loaded by the binary (go-module/bundle.go).
+#
+# The cache directory is named after the PHP minor version, the variant and a hash of the
+# configure flags, the extension list, the patches and recipe_version, so changing any of
+# them builds a new PHP next to the old one; the exact PHP version is in <prefix>/.version.
 # Progress goes to stderr; stdout carries only the php-config path.
 set -euo pipefail
 
-patch_dir=$(cd "$(dirname "$0")" && pwd)/php-patches
+scripts=$(cd "$(dirname "$0")" && pwd)
 
 log() { echo "build-php: $*" >&2; }
 
-# The directory holding libphp.so (the embed SAPI), or nothing.
+# The directory holding libphp (the embed SAPI), or nothing.
 php_lib_dir() {
 	local prefix d
 	prefix=$("$1" --prefix)
@@ -37,11 +53,11 @@ check_php() {
 		return 1
 	fi
 	if [ -z "$(php_lib_dir "$config")" ]; then
-		log "$config has no libphp.so next to it: PHP was built without the embed SAPI"
+		log "$config has no libphp next to it: PHP was built without the embed SAPI"
 		log "(configure --enable-embed)."
 		return 1
 	fi
-	if ! "$config" --version | grep -q '^8\.'; then
+	if ! "$config" --version | grep -Eq '^8\.([2-9]|[1-9][0-9])\.'; then
 		log "$config is PHP $("$config" --version); php_worker needs PHP 8.2 or newer."
 		return 1
 	fi
@@ -53,27 +69,73 @@ if [ -n "${PHP_CONFIG:-}" ]; then
 	exit 0
 fi
 
+PHP_VERSION=${PHP_VERSION:-8.4}
+case $PHP_VERSION in
+8.4) php_fetch=(newer --probe 8 --max-upstream 8.4) ;; # Debian 13 and sid
+8.2) php_fetch=(bookworm) ;;                            # Debian 12
+*) log "PHP_VERSION must be 8.4 or 8.2, not $PHP_VERSION"; exit 2 ;;
+esac
+patch_dir=$scripts/php-patches/$PHP_VERSION
+
+# A static embed SAPI: libtool compiles each file once (a shared one compiles every file
+# twice, PIC for libphp.so and not for the CLI), and one build links both ways.
+# libsodium carries its own copy of argon2, whose symbols clash with libargon2's once both
+# are linked statically; without libargon2 (no --with-password-argon2), ext/sodium
+# provides password_hash()'s argon2 algorithms, so scripts see the same
+# PASSWORD_ARGON2I/ID.
+config_dir=/etc/php_worker
 configure_flags=(
-	--enable-zts --enable-embed=shared --disable-zend-signals --enable-zend-max-execution-timers
+	--enable-zts --enable-embed=static --disable-zend-signals --enable-zend-max-execution-timers
+	--with-config-file-path="$config_dir" --with-config-file-scan-dir="$config_dir/conf.d"
 	--enable-opcache --enable-cli --disable-cgi --disable-phpdbg
 	--enable-ctype --enable-filter --enable-tokenizer --enable-session --enable-mbstring
 	--with-iconv --enable-fileinfo
 	--enable-pdo --with-pdo-sqlite --with-pdo-pgsql --with-pdo-mysql=mysqlnd
-	--with-sqlite3 --with-mysqli=mysqlnd
-	--with-openssl --with-curl --with-zlib
+	--with-sqlite3 --with-mysqli=mysqlnd --with-pgsql
+	--with-openssl --with-curl --with-zlib --with-bz2
 	--enable-xml --enable-dom --enable-simplexml --enable-xmlreader --enable-xmlwriter
-	--enable-bcmath --enable-intl --with-sodium --enable-pcntl --enable-posix --enable-phar
-	--with-zip --with-password-argon2
+	--with-xsl --enable-soap
+	--enable-bcmath --with-gmp --enable-calendar --enable-intl --with-gettext
+	--with-sodium
+	--enable-pcntl --enable-posix --enable-sockets --enable-ftp --enable-phar
+	--enable-shmop --enable-sysvmsg --enable-sysvsem --enable-sysvshm --enable-dba
+	--with-ldap --with-ldap-sasl --with-tidy --with-libedit
+	--with-zip
 	--enable-gd --with-jpeg --with-webp --with-freetype --enable-exif
 	--with-mysql-sock=/run/mysqld/mysqld.sock
+	--with-libdir=lib/x86_64-linux-gnu
+)
+
+# PECL extensions built into PHP: "<source package> <directory under ext/> <configure flags>",
+# in build order (redis and memcached use igbinary's and msgpack's headers). The newest
+# version of each that downloads is taken; --not-above=V keeps an older series.
+pecl=(
+	"php-igbinary igbinary --enable-igbinary"
+	"php-msgpack msgpack --with-msgpack"
+	"php-apcu apcu --enable-apcu"
+	"php-redis redis --enable-redis --enable-redis-igbinary --enable-redis-msgpack --enable-redis-zstd --with-libzstd"
+	"php-memcached memcached --enable-memcached --enable-memcached-igbinary --enable-memcached-msgpack --enable-memcached-json --enable-memcached-session --disable-memcached-sasl"
+	"php-imagick imagick --with-imagick"
+	"php-amqp amqp --with-amqp"
+	"php-ssh2 ssh2 --with-ssh2"
+	"php-yaml yaml --with-yaml"
+	"php-zstd zstd --enable-zstd --with-libzstd"
+	"php-ast ast --enable-ast"
+)
+# Developer extensions, built as shared objects: "<source package> <name> <zend|php>".
+# Xdebug comes from Debian 12 (3.2, PHP 8.0-8.2): no newer version downloads here, so the
+# 8.4 build goes without it and says so.
+shared=(
+	"php-xdebug xdebug zend"
+	"php-pcov pcov php"
+	"php-excimer excimer php"
 )
 
 # PHP_WORKER_PHP_ASAN=1 (set by scripts/asan.sh) adds PHP's own --enable-address-sanitizer
 # (-fsanitize=address -fno-omit-frame-pointer -DZEND_TRACK_ARENA_ALLOC): the flag joins the
 # hashed flags and "-asan" the directory name, so that build is cached next to the normal
-# one. Unset, the flags, hash and directory name are exactly what they were before. The
-# build runs the PHP it just built (phar); leak reports at its exit would fail it, hence
-# detect_leaks=0.
+# one. The build runs the PHP it just built (phar); leak reports at its exit would fail it,
+# hence detect_leaks=0.
 variant=
 if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 	configure_flags+=(--enable-address-sanitizer)
@@ -81,84 +143,76 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
 
-# PHP_WORKER_PHP_STATIC=1 (set by scripts/build-portable.sh) builds libphp.a instead of
-# libphp.so, for a binary that carries PHP: its php.ini is /etc/php_worker/php.ini (and
-# conf.d/ beside it), the same for every machine it is copied to. libsodium carries its
-# own copy of argon2, whose symbols clash with libargon2's once both are linked
-# statically; without libargon2, ext/sodium provides password_hash()'s argon2
-# algorithms, so scripts see the same PASSWORD_ARGON2I/ID.
-config_dir=
-if [ -n "${PHP_WORKER_PHP_STATIC:-}" ]; then
-	flags=()
-	for f in "${configure_flags[@]}"; do
-		case $f in
-		--enable-embed=shared) flags+=(--enable-embed=static) ;;
-		--with-password-argon2) ;;
-		*) flags+=("$f") ;;
-		esac
-	done
-	configure_flags=("${flags[@]}")
-	config_dir=/etc/php_worker
-	configure_flags+=(--with-config-file-path="$config_dir" --with-config-file-scan-dir="$config_dir/conf.d")
-	variant=-static
-fi
-
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
-recipe_version=5
-build_key=$(printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" | sha256sum | cut -c1-8)
+recipe_version=7
+build_key=$(
+	{
+		printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" "${pecl[@]}" "${shared[@]}"
+		cat "$patch_dir"/*.patch
+	} | sha256sum | cut -c1-8
+)
+prefix="$cache_root/php-$PHP_VERSION-zts$variant-$build_key"
+
+if [ -f "$prefix/.complete" ]; then
+	check_php "$prefix/bin/php-config" || exit 1
+	echo "$prefix/bin/php-config"
+	exit 0
+fi
+if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
+	log "no cached PHP $PHP_VERSION build with these flags (PHP_WORKER_CACHED_ONLY is set: not building one)"
+	exit 3
+fi
 
 # One build at a time: a second run (another shell sourcing scripts/env.sh) waits for
 # the first instead of deleting its build directory, then reuses what it built.
 # A variant build (ASan) locks its own file instead, so that its long build never holds up
-# a normal one; it takes the shared lock only while it looks for or fetches the source.
-mkdir -p "$cache_root"
+# a normal one; it takes the shared lock only while it fetches sources.
+mkdir -p "$cache_root/src"
 exec 9>"$cache_root/.lock$variant"
 flock 9
-
-# Newest source version first; the newest listed can 404, so we fall back in order.
-mapfile -t versions < <(apt-cache showsrc php8.2 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vr | uniq)
-[ ${#versions[@]} -gt 0 ] || { log "apt has no php8.2 source package; run scripts/install-deps.sh"; exit 1; }
-
-# Reuse any complete cached build of a listed version with these flags.
-for v in "${versions[@]}"; do
-	upstream=${v%%-*}
-	prefix="$cache_root/php-$upstream-zts$variant-$build_key"
-	if [ -f "$prefix/.complete" ]; then
-		check_php "$prefix/bin/php-config" || exit 1
-		echo "$prefix/bin/php-config"
-		exit 0
-	fi
-done
-
-if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
-	log "no cached build with these flags (PHP_WORKER_CACHED_ONLY is set: not building one)"
-	exit 3
+if [ -f "$prefix/.complete" ]; then
+	echo "$prefix/bin/php-config"
+	exit 0
 fi
 
+# The unpacked source of a Debian package from the given suites (bookworm: Debian 12;
+# newer: Debian 13 and sid): the cached one, else the newest that downloads
+# (scripts/fetch-source.py).
+source_of() {
+	local suites=$1 pkg=$2 existing
+	shift 2
+	mkdir -p "$cache_root/src/$suites"
+	existing=$(find "$cache_root/src/$suites" -mindepth 2 -maxdepth 2 -name .debian-version -path "*/$pkg-[0-9]*" -printf '%h\n' | sort -V | tail -n 1)
+	if [ -n "$existing" ]; then echo "$existing"; return; fi
+	python3 "$scripts/fetch-source.py" --suites "$suites" "$@" "$pkg" "$cache_root/src/$suites"
+}
+# The directory of a PECL source holding its config.m4 (<src>/<name>-<version>/ in PECL's
+# tarball layout; the newest of them when a package carries several, as Xdebug's does).
+pecl_dir() {
+	if [ -f "$1/config.m4" ]; then echo "$1"; return; fi
+	find "$1" -mindepth 2 -maxdepth 2 -name config.m4 -path "$1/$2-*" -printf '%h\n' | sort -V | tail -n 1
+}
+
 if [ -n "$variant" ]; then exec 8>"$cache_root/.lock"; flock 8; fi
-mkdir -p "$cache_root/src"
-srcdir=
-for v in "${versions[@]}"; do
-	upstream=${v%%-*}
-	existing=$(find "$cache_root/src" -maxdepth 1 -type d -name "php8.2-$upstream" | head -n 1)
-	if [ -n "$existing" ] && [ -f "$existing/configure.ac" ]; then
-		srcdir=$existing
-		break
-	fi
-	log "fetching php8.2=$v source from apt"
-	if (cd "$cache_root/src" && apt-get source -qq "php8.2=$v" >&2); then
-		srcdir="$cache_root/src/php8.2-$upstream"
-		break
-	fi
-	log "php8.2=$v could not be fetched, trying the next version"
+srcdir=$(source_of "${php_fetch[0]}" "php$PHP_VERSION" "${php_fetch[@]:1}") || { log "no php$PHP_VERSION source could be fetched"; exit 1; }
+pecl_dirs=()
+for entry in "${pecl[@]}"; do
+	read -r pkg name _ <<<"$entry"
+	src=$(source_of newer "$pkg" --upstream-only) || { log "no $pkg source could be fetched"; exit 1; }
+	pecl_dirs+=("$(pecl_dir "$src" "$name")")
 done
-[ -n "$srcdir" ] && [ -d "$srcdir" ] || { log "no php8.2 source version could be fetched"; exit 1; }
+shared_dirs=()
+for entry in "${shared[@]}"; do
+	read -r pkg name _ <<<"$entry"
+	suites=newer
+	[ "$name" != xdebug ] || [ "$PHP_VERSION" != 8.2 ] || suites=bookworm
+	src=$(source_of "$suites" "$pkg" --upstream-only) && shared_dirs+=("$(pecl_dir "$src" "$name")") || shared_dirs+=("")
+done
 if [ -n "$variant" ]; then exec 8>&-; fi
 
-upstream=$(basename "$srcdir"); upstream=${upstream#php8.2-}
-prefix="$cache_root/php-$upstream-zts$variant-$build_key"
-build="$cache_root/build-$upstream$variant-$build_key"
-log "building PHP $upstream (ZTS, embed${variant:+, $variant}) into $prefix; this takes several minutes"
+upstream=$(cat "$srcdir/.debian-version"); upstream=${upstream%%-*}
+build="$cache_root/build-$PHP_VERSION$variant-$build_key"
+log "building PHP $upstream (ZTS, embed${variant:+, $variant}) with ${#pecl[@]} PECL extensions into $prefix; this takes several minutes"
 
 rm -rf "$build" "$prefix"
 cp -a "$srcdir" "$build"
@@ -166,30 +220,85 @@ cd "$build"
 # OPcache only runs under SAPIs it knows by name; add ours next to FrankenPHP's.
 sed -i 's/^\(\t*\)"frankenphp",$/&\n\1"php_worker",/' ext/opcache/ZendAccelerator.c
 grep -q '"php_worker",' ext/opcache/ZendAccelerator.c || { log "could not teach OPcache the php_worker SAPI name"; exit 1; }
-# php_worker's patches (scripts/php-patches/, each says why at its top).
+# php_worker's patches for this minor (scripts/php-patches/<minor>/, each says why at its top).
 for patch in "$patch_dir"/*.patch; do
-	patch -p1 --quiet <"$patch" || { log "could not apply $(basename "$patch")"; exit 1; }
+	patch -p1 --quiet <"$patch" || { log "could not apply $PHP_VERSION/$(basename "$patch")"; exit 1; }
 done
 # Debian's packaging moves the default session.save_path to /var/lib/php/sessions, a
 # directory only its php-common package creates; keep upstream's default (the temp dir).
 sed -i 's|"session.save_path",\( *\)"/var/lib/php/sessions"|"session.save_path",\1""|' ext/session/session.c
 grep -q '"session.save_path", *""' ext/session/session.c || { log "could not restore session.save_path's default"; exit 1; }
-# Debian's tree ships a configure generated for its own packaging; regenerate to be sure.
-./buildconf --force >/dev/null 2>&1 || true
-config_flags=(--with-config-file-path="$prefix/etc" --with-config-file-scan-dir="$prefix/etc/conf.d")
-[ -z "$config_dir" ] || config_flags=() # set in configure_flags
-./configure --prefix="$prefix" "${config_flags[@]}" \
-	"${configure_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
+# The PECL extensions join the tree as if they were PHP's own.
+pecl_flags=()
+for i in "${!pecl[@]}"; do
+	read -r _ name flags <<<"${pecl[$i]}"
+	rm -rf "ext/$name"
+	cp -a "${pecl_dirs[$i]}" "ext/$name"
+	read -ra f <<<"$flags"
+	pecl_flags+=("${f[@]}")
+done
+./buildconf --force >buildconf.log 2>&1 || { tail -n 30 buildconf.log >&2; exit 1; }
+./configure --prefix="$prefix" "${configure_flags[@]}" "${pecl_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
+# libtool compiles every file twice, PIC and not, when a build makes shared objects at all
+# (OPcache's). Only OPcache's objects (ZEND_COMPILE_DL_EXT) need PIC: everything else goes
+# into libphp.a or the CLI, so it is compiled once, not PIC (libtool's -static).
+sed -i '/ZEND_COMPILE_DL_EXT/!s/--mode=compile \$(\(CC\|CXX\)) /--mode=compile $(\1) -static /' Makefile
 make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
 make install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
-# PHP installs libphp.so into lib/php; link it where -L$prefix/lib finds it.
-[ -e "$prefix/lib/libphp.so" ] || [ -n "$config_dir" ] || ln -s php/libphp.so "$prefix/lib/libphp.so"
-mkdir -p "$prefix/etc/conf.d"
-cp php.ini-production "$prefix/etc/php.ini-production"
-echo "zend_extension=opcache.so" >"$prefix/etc/conf.d/10-opcache.ini"
+cp php.ini-production php.ini-development "$prefix/lib/php/"
+# libphp.a as one member holding all of PHP: a binary that links any of it gets all of it.
+# The shared objects PHP loads (OPcache, Xdebug, an extension of yours) may call any PHP
+# function, not only those the binary itself uses (OPcache's JIT needs zend_gdb.c's).
+ld -r --whole-archive "$prefix/lib/libphp.a" -o libphp-all.o
+rm "$prefix/lib/libphp.a"
+ar rcs "$prefix/lib/libphp.a" libphp-all.o
+echo "$upstream" >"$prefix/.version"
+
+# What went in: PHP's own and the PECL extensions (built in), then the shared ones.
+{
+	for i in "${!pecl[@]}"; do
+		read -r pkg name _ <<<"${pecl[$i]}"
+		echo "$name built-in $pkg $(cat "$(dirname "${pecl_dirs[$i]}")/.debian-version" 2>/dev/null || cat "${pecl_dirs[$i]}/.debian-version")"
+	done
+} >"$prefix/extensions.txt"
+
+# The developer extensions, with this PHP's phpize. Debian's phpize wants shtool, libtool
+# and pkg-config's m4 files from the system (scripts/install-deps.sh installs them), but
+# looks for the m4 files under PHP's prefix: point it at the system's.
+sed -i 's|^aclocaldir=.*|aclocaldir="/usr/share/aclocal"|' "$prefix/bin/phpize"
+ext_dir=$("$prefix/bin/php-config" --extension-dir)
+for i in "${!shared[@]}"; do
+	read -r pkg name kind <<<"${shared[$i]}"
+	dir=${shared_dirs[$i]}
+	if [ -z "$dir" ]; then
+		echo "$name missing $pkg no version of its source downloads for PHP $PHP_VERSION" >>"$prefix/extensions.txt"
+		log "$name: no source downloads; built without it"
+		continue
+	fi
+	version=$(cat "$(dirname "$dir")/.debian-version" 2>/dev/null || cat "$dir/.debian-version")
+	rm -rf "$build/shared-$name"
+	cp -a "$dir" "$build/shared-$name"
+	if (cd "$build/shared-$name" && "$prefix/bin/phpize" && ./configure --with-php-config="$prefix/bin/php-config" &&
+		make -j"$(nproc)" && make install) >"$build/shared-$name.log" 2>&1; then
+		echo "$name shared-$kind $pkg $version" >>"$prefix/extensions.txt"
+	else
+		reason=$(grep -m1 -iE 'error:|requires PHP|not supported' "$build/shared-$name.log" | cut -c1-120 || true)
+		echo "$name missing $pkg $version does not build for PHP $PHP_VERSION: ${reason:-see its build log}" >>"$prefix/extensions.txt"
+		log "$name $version does not build for PHP $PHP_VERSION; built without it (${reason:-no reason found})"
+		rm -f "$ext_dir/$name.so"
+	fi
+done
+
 check_php "$prefix/bin/php-config"
+# Every PECL extension must have made it in: a configure check that quietly turned one off
+# would otherwise ship a PHP without it.
+loaded=$("$prefix/bin/php" -n -m)
+for entry in "${pecl[@]}"; do
+	read -r _ name _ <<<"$entry"
+	grep -qix "$name" <<<"$loaded" || { log "PECL extension $name is not in the built PHP (see $build/configure.log)"; exit 1; }
+done
 touch "$prefix/.complete"
 cd /
 rm -rf "$build"
-log "done"
+log "done: PHP $upstream"
 echo "$prefix/bin/php-config"

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Builds dist/php_worker/: a caddy that carries PHP and its extensions' libraries,
 # linked statically, so that it runs on a machine that did not build it (it needs glibc
-# 2.35+, as on Debian 12 and Ubuntu 22.04, and libgcc_s only), and OPcache beside it:
+# 2.35+, as on Debian 12 and Ubuntu 22.04, and libgcc_s only), and PHP's shared objects
+# beside it:
 #
 #   dist/php_worker/bin/caddy
-#   dist/php_worker/bin/frankenphp              a link to caddy, FrankenPHP's name
-#   dist/php_worker/lib/php_worker/opcache.so   PHP 8.2 builds OPcache only as a
-#                                               shared object; the binary loads it
-#                                               from ../lib/php_worker/ (and exports
-#                                               PHP's symbols for it)
+#   dist/php_worker/bin/frankenphp                a link to caddy, FrankenPHP's name
+#   dist/php_worker/lib/php_worker/opcache.so     PHP builds OPcache only as a shared
+#                                                 object; the binary loads it from
+#                                                 ../lib/php_worker/ (and exports PHP's
+#                                                 symbols for it)
+#   dist/php_worker/lib/php_worker/<name>.so      the developer extensions (Xdebug on
+#                                                 PHP 8.2, pcov, excimer), loaded only by
+#                                                 `php_ini zend_extension|extension <name>`
 #
-# PHP reads /etc/php_worker/php.ini and /etc/php_worker/conf.d/*.ini. The first run
-# builds a static PHP and the libraries Debian has no usable archive of (about 25
-# minutes on 2 cores; both cached in ~/.cache/php_worker/). With --cached-only it exits
-# with status 3 instead when they are not cached yet.
-#
-# It rebuilds target/release/libphp_worker.a against the static PHP: ./xcaddy.sh
-# rebuilds it for ./caddy again.
+# It links the same PHP build (scripts/build-php.sh, PHP_VERSION picks it) and Rust core
+# as ./xcaddy.sh, with static libraries instead of the system's shared ones: Debian's,
+# and those Debian has no usable archive of (scripts/build-static-deps.sh, about 15
+# minutes on 2 cores the first time, cached in ~/.cache/php_worker/). PHP reads
+# /etc/php_worker/php.ini and /etc/php_worker/conf.d/*.ini. With --cached-only it exits
+# with status 3 instead when PHP or those libraries are not cached yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,27 +34,37 @@ esac
 
 scripts/install-deps.sh --portable
 deps=$(scripts/build-static-deps.sh)
-PHP_CONFIG=$(env -u PHP_CONFIG PHP_WORKER_PHP_STATIC=1 scripts/build-php.sh)
+PHP_CONFIG=$(env -u PHP_CONFIG scripts/build-php.sh)
 prefix=$("$PHP_CONFIG" --prefix)
 export PHP_CONFIG PHP="$prefix/bin/php" CGO_ENABLED=1
 export PATH="$(go env GOPATH)/bin:$HOME/.cargo/bin:$PATH"
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 
 # Every library PHP links, as its archive: ours first, then Debian's. glibc's stay
 # dynamic (a static glibc breaks getaddrinfo and dlopen), as does libgcc_s.
 arch_dir=/usr/lib/$(gcc -print-multiarch)
 archives=("$prefix/lib/libphp.a")
-extra=(pgcommon_shlib pgport_shlib nghttp2 brotlidec brotlicommon bz2 lzma) # what those archives need in turn
+# What those archives need in turn: libpq's, curl's, ImageMagick's, libmemcached's,
+# libssh2's and libedit's own libraries.
+extra=(pgcommon_shlib pgport_shlib nghttp2 brotlidec brotlicommon bz2 lzma jpeg png16 webp sharpyuv hashkit
+	p9y gpg-error tinfo bsd md ssl crypto z)
 missing=()
 for flag in $("$PHP_CONFIG" --libs) "${extra[@]/#/-l}"; do
 	lib=${flag#-l}
 	case $lib in
-	c | m | dl | pthread | rt | resolv | util | stdc++) continue ;;
+	-*) continue ;;                                       # not a library (-pthread)
+	c | m | dl | pthread | rt | resolv | util | stdc++ | gomp) continue ;;
+	tidy) lib=tidys ;;                                    # Debian's static libtidy
+	termcap) lib=tinfo ;;                                 # ncurses's terminfo
 	esac
 	a=
 	for d in "$deps/lib" "$arch_dir"; do
 		if [ -f "$d/lib$lib.a" ]; then a=$d/lib$lib.a; break; fi
 	done
-	if [ -z "$a" ]; then missing+=("$lib"); continue; fi
+	if [ -z "$a" ]; then
+		case " ${extra[*]} " in *" $lib "*) ;; *) missing+=("$lib") ;; esac # extras only where they exist
+		continue
+	fi
 	case " ${archives[*]} " in *" $a "*) ;; *) archives+=("$a") ;; esac
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -67,23 +80,23 @@ mkdir -p "$compat_dir"
 gcc -O2 -fPIC -c scripts/portable/glibc-compat.c -o "$compat_dir/glibc-compat.o"
 ar rcs "$compat_dir/libglibc-compat.a" "$compat_dir/glibc-compat.o"
 
-echo "build-portable: building rust-core against the static PHP"
+echo "build-portable: building rust-core (the same as ./xcaddy.sh's)"
 cargo build --release --locked -p php-worker-core
-core_id=$(sha256sum target/release/libphp_worker.a | cut -c1-16)
+core_id=$(sha256sum "$target_dir/release/libphp_worker.a" | cut -c1-16)
 
 echo "build-portable: linking caddy"
-export CGO_LDFLAGS="-L$prefix/lib -Wl,--export-dynamic -Wl,--start-group ${archives[*]} -Wl,--end-group -l:libstdc++.a $PWD/$compat_dir/libglibc-compat.a"
+export CGO_LDFLAGS="-L$target_dir/release -L$prefix/lib -Wl,--export-dynamic -Wl,--start-group ${archives[*]} -Wl,--end-group -l:libstdc++.a $PWD/$compat_dir/libglibc-compat.a"
 out=dist/php_worker
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
 XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx" \
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
-cp "$("$PHP_CONFIG" --extension-dir)/opcache.so" "$out/lib/php_worker/"
+cp "$("$PHP_CONFIG" --extension-dir)"/*.so "$out/lib/php_worker/" # OPcache and the developer extensions
 ln -s caddy "$out/bin/frankenphp" # FrankenPHP's name, which Laravel Octane looks for
 
 echo "build-portable: $out/bin/caddy links:"
 ldd "$out/bin/caddy"
-newest=$(objdump -T "$out/bin/caddy" "$out/lib/php_worker/opcache.so" | grep -o 'GLIBC_2\.[0-9]*' | sort -Vu | tail -n1)
+newest=$(objdump -T "$out/bin/caddy" "$out"/lib/php_worker/*.so | grep -o 'GLIBC_2\.[0-9]*' | sort -Vu | tail -n1)
 if [ "$(printf '%s\n' "$newest" GLIBC_2.35 | sort -V | tail -n1)" != GLIBC_2.35 ]; then
 	echo "build-portable: the binary needs $newest, newer than Ubuntu 22.04's glibc 2.35" >&2
 	exit 1

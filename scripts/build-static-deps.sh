@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Builds, from Debian's source packages, the static libraries the portable binary needs
-# and Debian does not ship usable: oniguruma (mbstring) and libzip (zip) have no .a at
-# all; Debian's libcurl.a and libpq.a need GSSAPI (krb5) and LDAP (sasl2), which have
-# none. So curl is built with OpenSSL, zlib and nghttp2 (HTTP/2) only (no GSSAPI, LDAP,
-# RTMP, SSH, PSL, IDN or Brotli), libpq without GSSAPI and LDAP, libzip with OpenSSL,
-# bzip2 and xz, and without glibc's arc4random (2.36+) so the binary runs on glibc 2.35.
+# Builds, from Debian 12's source packages, the static libraries the portable binary needs
+# and Debian does not ship usable:
+#   - no .a at all: oniguruma (mbstring), libzip (zip), libmemcached (memcached), libxslt
+#     and libexslt (xsl);
+#   - a .a that needs libraries with none: libcurl.a and libpq.a need GSSAPI (krb5),
+#     libldap.a needs GnuTLS's p11-kit, ImageMagick's needs X11, fontconfig, fftw and more.
+# So curl is built with OpenSSL, zlib and nghttp2 (HTTP/2) only (no GSSAPI, LDAP, RTMP,
+# SSH, PSL, IDN or Brotli), libpq without GSSAPI and LDAP, libzip with OpenSSL, bzip2 and
+# xz, and without glibc's arc4random (2.36+) so the binary runs on glibc 2.35; OpenLDAP's
+# client libraries with OpenSSL and without SASL; libmemcached without SASL; libxslt
+# without libgcrypt; ImageMagick 6 (Q16, as Debian's, whose headers PHP's imagick was
+# compiled against) with JPEG, PNG, WebP, zlib, bzip2 and xz, its coders inside the
+# library, no configuration files needed, and without OpenMP: its threads do not belong
+# in a threaded server.
 #
 # Cached in ~/.cache/php_worker/static-deps-<key>/ (lib/*.a); prints that directory.
-# Needs scripts/install-deps.sh --portable (cmake, deb-src).
+# Needs scripts/install-deps.sh --portable (cmake).
 set -euo pipefail
 
 log() { echo "build-static-deps: $*" >&2; }
 
-recipe_version=2
-packages=(libonig libzip curl postgresql-15)
+recipe_version=3
+packages=(libonig libzip curl postgresql-15 libmemcached libxslt openldap imagemagick)
+scripts=$(cd "$(dirname "$0")" && pwd)
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 out="$cache_root/static-deps-r$recipe_version"
 if [ -f "$out/.complete" ]; then
@@ -33,27 +42,24 @@ if [ -f "$out/.complete" ]; then
 	exit 0
 fi
 
-work="$cache_root/static-deps-build"
-rm -rf "$work" "$out"
+# A run that failed part way resumes: each library built leaves a stamp in $out, and the
+# sources stay unpacked in $work until everything is built.
+work="$cache_root/static-deps-build-r$recipe_version"
 mkdir -p "$work" "$out/lib"
 cd "$work"
+built() { [ -f "$out/.built-$1" ]; }
+done_building() { touch "$out/.built-$1"; }
 
-# The newest version apt can fetch (security updates can name versions the mirror lacks).
-fetch() {
-	local v
-	for v in $(apt-cache showsrc "$1" | awk '/^Version:/ {print $2}' | sort -Vr | uniq); do
-		if apt-get source -qq "$1=$v" >/dev/null 2>&1; then
-			echo "$1 $v" >>"$out/versions"
-			return 0
-		fi
-	done
-	log "no version of the $1 source package could be fetched"
-	return 1
-}
+# The newest version that downloads (security updates can name versions the mirror lacks);
+# its upstream tarball alone when Debian's own files do not download.
 for p in "${packages[@]}"; do
+	[ -z "$(find . -maxdepth 2 -name .debian-version -path "./$p-[0-9]*")" ] || continue
 	log "fetching $p"
-	fetch "$p"
+	python3 "$scripts/fetch-source.py" --suites bookworm --upstream-only "$p" "$work" >/dev/null
 done
+for p in "${packages[@]}"; do
+	echo "$p $(cat "$p"-[0-9]*/.debian-version)"
+done >"$out/versions"
 
 cmake_static() {
 	(cd "$1" && cmake -S . -B _build -DCMAKE_INSTALL_PREFIX="$out" -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_SHARED_LIBS=OFF \
@@ -62,26 +68,71 @@ cmake_static() {
 		{ tail -n 30 "$work/$(basename "$1").log" >&2; exit 1; }
 }
 
-log "building oniguruma"
-cmake_static libonig-*/
+built oniguruma || { log "building oniguruma"; cmake_static libonig-*/; done_building oniguruma; }
+built libzip || {
 log "building libzip"
 cmake_static libzip-*/ -DENABLE_GNUTLS=OFF -DENABLE_MBEDTLS=OFF -DENABLE_OPENSSL=ON -DENABLE_ZSTD=OFF \
 	-DBUILD_TOOLS=OFF -DBUILD_REGRESS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_DOC=OFF \
 	-DHAVE_ARC4RANDOM=OFF # glibc has arc4random only since 2.36; libzip then reads OpenSSL's generator
+done_building libzip; }
 
+built curl || {
 log "building curl"
 (cd curl-*/ && ./configure --prefix="$out" --disable-shared --enable-static --with-pic --with-openssl --with-zlib \
 	--without-libpsl --without-libssh2 --without-librtmp --without-gssapi --disable-ldap --disable-ldaps \
 	--with-nghttp2 --without-brotli --without-zstd --without-libidn2 --disable-manual --disable-docs \
 	--without-ca-bundle --with-ca-path=/etc/ssl/certs && make -j"$(nproc)" -C lib && make -C lib install) \
 	>"$work/curl.log" 2>&1 || { tail -n 30 "$work/curl.log" >&2; exit 1; }
+done_building curl; }
 
+built libpq || {
 log "building libpq"
 (cd postgresql-15-*/ && ./configure --without-readline --without-icu --without-gssapi --without-ldap --with-openssl \
 	--without-zlib CFLAGS="-O2 -fPIC" && make -C src/port -j"$(nproc)" && make -C src/common -j"$(nproc)" &&
 	make -C src/interfaces/libpq -j"$(nproc)" &&
 	cp src/interfaces/libpq/libpq.a src/common/libpgcommon_shlib.a src/port/libpgport_shlib.a "$out/lib/") \
 	>"$work/libpq.log" 2>&1 || { tail -n 30 "$work/libpq.log" >&2; exit 1; }
+done_building libpq; }
+
+built libmemcached || {
+log "building libmemcached"
+cmake_static libmemcached-*/ -DENABLE_SASL=OFF -DBUILD_TESTING=OFF -DBUILD_DOCS=OFF -DBUILD_DOCSONLY=OFF \
+	-DENABLE_MEMASLAP=OFF -DENABLE_DTRACE=OFF
+done_building libmemcached; }
+
+built libxslt || {
+log "building libxslt"
+# Its tarball's configure comes from a newer libtool than Debian 12's: regenerate it.
+(cd libxslt-*/ && autoreconf -fi && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+	--without-crypto --without-python --without-debugger --without-plugins &&
+	make -j"$(nproc)" -C libxslt && make -j"$(nproc)" -C libexslt &&
+	make -C libxslt install && make -C libexslt install) >"$work/libxslt.log" 2>&1 ||
+	{ tail -n 30 "$work/libxslt.log" >&2; exit 1; }
+done_building libxslt; }
+
+built openldap || {
+log "building OpenLDAP's client libraries"
+(cd openldap-*/ && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+	--disable-slapd --without-cyrus-sasl --with-tls=openssl --without-systemd --without-argon2 &&
+	make -j"$(nproc)" depend && make -j"$(nproc)" -C include && make -j"$(nproc)" -C libraries/liblber liblber.la &&
+	make -j"$(nproc)" -C libraries/libldap libldap.la &&
+	cp libraries/liblber/.libs/liblber.a libraries/libldap/.libs/libldap.a "$out/lib/") \
+	>"$work/openldap.log" 2>&1 || { tail -n 30 "$work/openldap.log" >&2; exit 1; }
+done_building openldap; }
+
+built imagemagick || {
+log "building ImageMagick (no OpenMP); this takes a few minutes"
+(cd imagemagick-*/ && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+	--disable-openmp --disable-opencl --enable-zero-configuration --with-quantum-depth=16 --disable-hdri \
+	--without-modules --without-magick-plus-plus --without-perl --without-x --disable-docs \
+	--with-jpeg --with-png --with-webp --with-zlib --with-bzlib --with-lzma \
+	--without-fontconfig --without-freetype --without-lcms --without-fftw --without-lqr --without-djvu \
+	--without-openexr --without-openjp2 --without-tiff --without-heic --without-raw --without-wmf --without-xml \
+	--without-gvc --without-jbig --without-pango --without-rsvg --without-zstd --without-dps --without-fpx \
+	--without-gslib --without-ltdl --without-flif --without-jxl --without-raqm --without-autotrace &&
+	make -j"$(nproc)" && make install) >"$work/imagemagick.log" 2>&1 ||
+	{ tail -n 30 "$work/imagemagick.log" >&2; exit 1; }
+done_building imagemagick; }
 
 cd /
 rm -rf "$work"

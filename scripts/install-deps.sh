@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages php_worker needs to build PHP, rust-core and Caddy,
-# and enables deb-src so `apt-get source php8.2` works. Only missing packages are
-# installed, so a second run costs a few milliseconds.
+# Installs the Debian packages php_worker needs to build PHP, its extensions, rust-core and
+# Caddy. Only missing packages are installed, so a second run costs a few milliseconds.
+# Source packages are not fetched through the system's apt: scripts/fetch-source.py keeps
+# its own apt state (Debian 12, 13 and sid source indexes) in the cache.
 #
 #   scripts/install-deps.sh            build dependencies
 #   scripts/install-deps.sh --tests    plus what the end-to-end tests use
@@ -17,10 +18,13 @@ build_pkgs=(
 	libxml2-dev libsqlite3-dev libonig-dev libssl-dev libcurl4-openssl-dev zlib1g-dev
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
 	libpng-dev libjpeg62-turbo-dev libwebp-dev libfreetype-dev
+	libgmp-dev libbz2-dev libldap-dev libsasl2-dev libxslt1-dev libtidy-dev libedit-dev
+	libmagickwand-dev libmemcached-dev libssh2-1-dev libyaml-dev librabbitmq-dev libzstd-dev
+	shtool libtool python3 # phpize (the developer extensions); scripts/fetch-source.py
 )
-test_pkgs=(curl python3 php-laravel-framework)
+test_pkgs=(curl python3 php-laravel-framework redis-server memcached)
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
-portable_pkgs=(cmake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
+portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
 install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh
 
@@ -38,34 +42,13 @@ done
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-enable_deb_src() {
-	local f=/etc/apt/sources.list.d/debian.sources
-	if [ -f "$f" ] && ! grep -q '^Types:.*deb-src' "$f"; then
-		echo "install-deps: enabling deb-src in $f"
-		as_root sed -i 's/^Types: deb$/Types: deb deb-src/' "$f"
-		return 0
-	fi
-	if [ -f /etc/apt/sources.list ] && grep -q '^deb ' /etc/apt/sources.list &&
-		! grep -q '^deb-src ' /etc/apt/sources.list; then
-		echo "install-deps: enabling deb-src in /etc/apt/sources.list"
-		as_root sed -i -e 'p' -e 's/^deb /deb-src /' /etc/apt/sources.list
-		return 0
-	fi
-	return 1
-}
-
 missing=()
 for p in "${want[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
-updated=0
-if enable_deb_src || ! apt-cache showsrc php8.2 >/dev/null 2>&1 || [ -z "$(apt-cache showsrc php8.2 2>/dev/null)" ]; then
-	as_root apt-get update -qq
-	updated=1
-fi
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "install-deps: installing ${missing[*]}"
-	[ "$updated" = 1 ] || as_root apt-get update -qq
+	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

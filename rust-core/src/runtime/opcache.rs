@@ -4,7 +4,7 @@
 //! key table runs out, or when too much of it holds invalidated scripts. It waits for
 //! other *processes* to leave the cache first, but not for other threads: under ZTS a
 //! restart frees compiled code that running threads still execute. php_worker's PHP build
-//! adds a hook to OPcache (scripts/php-patches/opcache-thread-hook.patch) through which
+//! adds a hook to OPcache (scripts/php-patches/<minor>/opcache-thread-hook.patch) through which
 //! this module decides when a restart may run:
 //!
 //! - Every PHP thread passes the [`Gate`] before it starts a request (a classic request or
