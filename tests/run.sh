@@ -1,67 +1,82 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test: rust-core's unit tests (property tests
-# included) and header check, the Go module's unit tests and fuzz targets, the
-# end-to-end suite against the built ./caddy, and a quick pass of the benchmark suite
-# as a smoke check.
+# Builds everything and runs every test, on PHP 8.4 (the default build): rust-core's unit
+# tests (property tests included) and header check, the Go module's unit tests and fuzz
+# targets, the end-to-end suite against the built ./caddy, a quick pass of the benchmark
+# suite as a smoke check, and the install test: the portable binary and the .deb in a
+# clean Debian root (tests/install/clean-root.sh).
 #
-# Last, when the portable build's caches are there (PHP_WORKER_INSTALL_TEST=1 builds them
-# first, about 25 minutes; =0 skips it), the install test: the portable binary and the
-# .deb in a clean Debian root (tests/install/clean-root.sh).
+# Then on PHP 8.2, built apart (target/php-8.2/caddy): the fault, survival, worker,
+# reload, CLI and extension tests.
 #
 #   tests/run.sh                 everything
-#   tests/run.sh -k session      pytest arguments select end-to-end tests
+#   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
+#                                no install test)
+#   PHP_WORKER_INSTALL_TEST=0    skips the install test (=1, the default, builds what it needs)
+#   PHP_WORKER_PHP82=0           skips the PHP 8.2 stage
+#
+# Each stage's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+timings=()
+stage_start=$SECONDS
+stage() { # ends the stage running (its time is kept) and names the next
+	[ -z "${stage_name:-}" ] || timings+=("$(printf '%5ds  %s' $((SECONDS - stage_start)) "$stage_name")")
+	stage_name=$1
+	stage_start=$SECONDS
+	[ -z "$1" ] || echo "== $1"
+}
+trap 'stage ""; printf "%s\n" "== time per stage" "${timings[@]}"' EXIT
+
+stage "build: Debian packages, PHP (cached), rust-core, ./caddy"
 scripts/install-deps.sh --tests
 ./xcaddy.sh
 source scripts/env.sh
 
-echo "== rust-core: unit tests and header check"
+stage "rust-core: unit tests and header check"
 cargo test --locked -p php-worker-core
 
-echo "== rust-core: clippy, warnings denied (every unsafe block documented)"
+stage "rust-core: clippy, warnings denied (every unsafe block documented)"
 if cargo clippy --version >/dev/null 2>&1; then
 	cargo clippy --locked -p php-worker-core --all-targets -- -D warnings
 else
 	echo "skipped: this Rust toolchain has no clippy (rustup component add clippy)"
 fi
 
-echo "== go-module: formatting, vet, and unit tests under the race detector"
+stage "go-module: formatting, vet, and unit tests under the race detector"
 unformatted=$(cd go-module && gofmt -l .)
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }
 (cd go-module && go vet ./... && go test -race -count=1 ./...)
 
-echo "== go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
+stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
 FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
 
-echo "== end to end"
+stage "end to end (PHP $("$PHP_CONFIG" --version))"
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
 # The HTTP/3 tests' client (Debian's curl has no HTTP/3).
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
 python3 -m pytest -q tests/e2e "$@"
 
-echo "== benchmark smoke check (every workload briefly, every server must answer correctly)"
+stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
 SKIP_BUILD=1 tests/bench/run.sh --quick
 
-echo "== install test: the portable binary and the .deb in a clean Debian 12 root"
-install_test=${PHP_WORKER_INSTALL_TEST:-auto}
-if [ "$install_test" = auto ] && [ $# -gt 0 ]; then install_test=0; fi # a selection of tests
-if [ "$install_test" = auto ] && [ "$(id -u)" != 0 ]; then install_test=0; fi # chroot needs root
+stage "install test: the portable binary and the .deb in a clean Debian 12 root"
+install_test=${PHP_WORKER_INSTALL_TEST:-1}
+if [ $# -gt 0 ]; then install_test=0; fi            # a selection of tests
+if [ "$(id -u)" != 0 ]; then install_test=0; fi     # the chroot needs root
 case $install_test in
 0) echo "skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)" ;;
-1 | auto)
-	status=0
-	if [ "$install_test" = 1 ]; then
-		scripts/build-portable.sh || status=$?
-	else
-		scripts/build-portable.sh --cached-only || status=$?
-	fi
-	case $status in
-	0) scripts/build-deb.sh && tests/install/clean-root.sh ;;
-	3) echo "skipped: the static PHP and its libraries are not cached yet (PHP_WORKER_INSTALL_TEST=1 builds them)" ;;
-	*) exit "$status" ;;
-	esac
-	;;
-*) echo "PHP_WORKER_INSTALL_TEST must be 0, 1 or auto" >&2; exit 2 ;;
+1) scripts/build-portable.sh && scripts/build-deb.sh && tests/install/clean-root.sh ;;
+*) echo "PHP_WORKER_INSTALL_TEST must be 0 or 1" >&2; exit 2 ;;
 esac
+
+if [ $# -gt 0 ] || [ "${PHP_WORKER_PHP82:-1}" = 0 ]; then
+	echo "== PHP 8.2: skipped (pytest arguments, or PHP_WORKER_PHP82=0)"
+	exit 0
+fi
+stage "PHP 8.2: build (cached apart) into target/php-8.2/"
+mkdir -p target/php-8.2
+PHP_VERSION=8.2 CARGO_TARGET_DIR=$PWD/target/php-8.2 CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
+stage "PHP 8.2: faults, survival, workers, reloads, the command line and extensions, end to end"
+PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_faults.py tests/e2e/test_survival.py \
+	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_cli.py tests/e2e/test_extensions.py

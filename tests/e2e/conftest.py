@@ -24,6 +24,50 @@ APP = Path(__file__).resolve().parent / "app"
 WORK = REPO / "tests" / ".work"
 
 
+# The Laravel versions the Laravel tests run on: Debian 12's Laravel 8 (/usr/share/php,
+# scripts/install-deps.sh --tests installs it) and a current one, Laravel 13 from sid,
+# unpacked into a test root by scripts/fetch-php-app.py (it needs PHP 8.3 or newer).
+LARAVEL_APP = Path(__file__).resolve().parent / "laravel"
+LARAVEL_VERSIONS = ("8", "13")
+_php_version = []
+
+
+def php_version():
+    """The PHP version of the binary under test, as (major, minor)."""
+    if not _php_version:
+        out = subprocess.run([str(CADDY), "php-cli", "-n", "-r", "echo PHP_MAJOR_VERSION, ' ', PHP_MINOR_VERSION;"],
+                             capture_output=True, text=True, timeout=60).stdout
+        _php_version.append(tuple(int(x) for x in out.split()))
+    return _php_version[0]
+
+
+def laravel_root(version):
+    """The PHP folder holding that Laravel's Illuminate/autoload.php and its libraries."""
+    if version == "8":
+        root = Path("/usr/share/php")
+        if not (root / "Illuminate/autoload.php").exists():
+            pytest.fail("Debian's php-laravel-framework is missing (scripts/install-deps.sh --tests installs it)")
+        return root
+    if php_version() < (8, 3):
+        pytest.skip(f"Laravel {version} needs PHP 8.3 or newer")
+    p = subprocess.run(["python3", str(REPO / "scripts" / "fetch-php-app.py"), "--suite", "sid", "php-laravel-framework"],
+                       capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        pytest.fail(f"could not unpack Laravel {version} from sid: {p.stderr[-2000:]}")
+    return Path(p.stdout.strip())
+
+
+# Laravel servers keep PHP's errors in the log, as production does: Laravel 8's code draws
+# PHP 8.4's deprecation notices, which displayed errors would put in the answers.
+LARAVEL_INI = "\t\tphp_ini display_errors 0\n"
+
+
+@pytest.fixture(scope="module", params=LARAVEL_VERSIONS, ids=[f"laravel{v}" for v in LARAVEL_VERSIONS])
+def laravel(request):
+    """(version, PHP folder) of each Laravel the test app runs on."""
+    return request.param, laravel_root(request.param)
+
+
 # The messages of worker lifecycle log lines (their fields say which worker, thread...).
 CRASHED = "worker script crashed; restarting it"
 BOOT_FAILED = "worker script failed before reaching frankenphp_handle_request(); backing off"

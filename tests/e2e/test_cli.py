@@ -59,9 +59,10 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     status, out, _ = php_cli("-v")
     assert status == 0
     first, second = out.splitlines()[:2]
-    assert second.startswith("PHP 8.2.") and "(cli)" in second, out
+    php = php_cli("-r", "echo PHP_VERSION;")[1]
+    assert second.startswith(f"PHP {php} (cli)") and php.startswith("8."), out
+    minor = ".".join(php.split(".")[:2])
     # One version line everywhere: VERSION, the PHP version and how PHP was built.
-    php = second.split()[1]
     assert first.startswith(f"php_worker v{(REPO / 'VERSION').read_text().strip()} (core ")
     assert f"PHP {php} (ZTS, " in first and "embed SAPI, build php-" in first, first
     version = subprocess.run([str(CADDY), "version"], capture_output=True, text=True, check=True).stdout
@@ -69,7 +70,7 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     build_info = subprocess.run([str(CADDY), "build-info"], capture_output=True, text=True, check=True).stdout
     module_version = first.split()[1]
     assert f"dep\tgithub.com/php-worker/php_worker/go-module\t{module_version}" in build_info
-    assert f"/php-{php}-zts-" in build_info, "the PHP build linked (CGO_LDFLAGS)"
+    assert f"/php-{minor}-zts-" in build_info, "the PHP build linked (CGO_LDFLAGS)"
     started = [e for e in server.log_entries() if e.get("msg") == "PHP engine started"]
     assert started and started[0]["version"] == module_version and f"({started[0]['php_build']})" in first
     status, out, _ = php_cli("-m")
@@ -81,20 +82,20 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     assert listed - served == set()
     assert {"pdo_sqlite", "intl", "gd", "mbstring", "openssl", "curl"} <= listed
     status, out, _ = php_cli("-i")
-    assert status == 0 and "PHP Version => 8.2." in out and "Thread Safety => enabled" in out
+    assert status == 0 and f"PHP Version => {php}" in out and "Thread Safety => enabled" in out
 
 
-def test_artisan_migrate_runs_a_laravel_apps_migrations(tmp_path):
-    """`caddy php-cli artisan migrate --force` on the Laravel 8 test app (Debian's
-    php-laravel-framework): its migration creates and fills a table in the SQLite
-    database the environment names, and a second run has nothing to migrate, although
-    the app's cache store is php_worker's."""
+def test_artisan_migrate_runs_a_laravel_apps_migrations(laravel, tmp_path):
+    """`caddy php-cli artisan migrate --force` on the Laravel test app (Debian's
+    php-laravel-framework: Laravel 8 and a current one): its migration creates and fills
+    a table in the SQLite database the environment names, and a second run has nothing
+    to migrate, although the app's cache store is php_worker's."""
+    version, root = laravel
     laravel = Path(__file__).resolve().parent / "laravel"
-    if not Path("/usr/share/php/Illuminate/autoload.php").is_file():
-        pytest.fail("Debian's php-laravel-framework is missing (scripts/install-deps.sh --tests installs it)")
     database = tmp_path / "app.sqlite"
     database.touch()
-    env = {**os.environ, "DB_DATABASE": str(database), "LARAVEL_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "DB_DATABASE": str(database), "LARAVEL_CACHE_DIR": str(tmp_path / "cache"),
+           "LARAVEL_PHP_ROOT": str(root)}
 
     def artisan(*args):
         p = subprocess.run([str(CADDY), "php-cli", "artisan", *args], cwd=laravel, env=env, capture_output=True,
@@ -102,7 +103,7 @@ def test_artisan_migrate_runs_a_laravel_apps_migrations(tmp_path):
         return p.returncode, p.stdout.decode() + p.stderr.decode()
 
     status, out = artisan("migrate", "--force")
-    assert status == 0 and "Migrated:" in out and "2026_01_01_000000_create_notes_table" in out, out
+    assert status == 0 and "2026_01_01_000000_create_notes_table" in out and ("Migrated:" in out or "DONE" in out), out
     assert sqlite3.connect(database).execute("SELECT body FROM notes").fetchall() == [("migrated by cli",)]
     status, out = artisan("migrate", "--force")
     assert status == 0 and "Nothing to migrate" in out, out

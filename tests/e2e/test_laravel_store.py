@@ -1,8 +1,8 @@
-"""The stores' PHP adapters (adapters/) in a Laravel 8 app: the php_worker cache driver
+"""The stores' PHP adapters (adapters/) in a Laravel app: the php_worker cache driver
 and PhpWorker\\Table, served in worker mode by two threads that share one table.
 
-The app (tests/e2e/laravel) runs on Debian's php-laravel-framework, which
-`scripts/install-deps.sh --tests` installs."""
+The app (tests/e2e/laravel) runs on Debian's php-laravel-framework: Laravel 8 and a
+current Laravel (conftest.laravel)."""
 
 import concurrent.futures
 import json
@@ -13,25 +13,23 @@ from urllib.parse import urlencode
 
 import pytest
 
-from conftest import WORK
+from conftest import LARAVEL_INI, WORK
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
-FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
-NAME = "laravel-store"
 
 
 @pytest.fixture(scope="module")
-def app(start_server):
-    if not FRAMEWORK.exists():
-        pytest.fail(f"{FRAMEWORK} is missing: install Debian's php-laravel-framework "
-                    "(scripts/install-deps.sh --tests does)")
-    srv = start_server(NAME, app=LARAVEL / "public", threads=4, site_extra=f"""\t\troot {LARAVEL}/public
+def app(start_server, laravel):
+    version, root = laravel
+    name = f"laravel{version}-store"
+    srv = start_server(name, app=LARAVEL / "public", threads=4, global_extra=LARAVEL_INI, site_extra=f"""\t\troot {LARAVEL}/public
 		index worker.php
 		file_server off
 		worker {{
 			file worker.php
 			num 2
-			env LARAVEL_CACHE_DIR {WORK / NAME / "laravel-cache"}
+			env LARAVEL_CACHE_DIR {WORK / name / "laravel-cache"}
+			env LARAVEL_PHP_ROOT {root}
 		}}""")
     r = srv.get("/raw?k=probe")
     assert r.status == 200, f"the Laravel app does not answer: {r.status} {r.text[:2000]}\n{srv.log_text()[-3000:]}"

@@ -1,4 +1,4 @@
-"""Background work in the Laravel 8 test app: the task adapters (adapters/), where
+"""Background work in the Laravel test app (Laravel 8 and a current one, conftest.laravel): the task adapters (adapters/), where
 PhpWorker\\Tasks::concurrently() sends closures, serialised by laravel/serializable-closure
 as Octane sends them, to a task worker that boots the app once per thread; and artisan
 schedule:run as a scheduled job."""
@@ -8,24 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WORK, eventually
+from conftest import LARAVEL_INI, WORK, eventually
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
-FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
-NAME = "laravel-tasks"
 
 
 @pytest.fixture(scope="module")
-def app(start_server):
-    if not FRAMEWORK.exists():
-        pytest.fail(f"{FRAMEWORK} is missing: install Debian's php-laravel-framework "
-                    "(scripts/install-deps.sh --tests does)")
-    cache = WORK / NAME / "laravel-cache"
-    return start_server(NAME, app=LARAVEL / "public", threads=6, global_extra=f"""\t\ttask_worker {{
+def app(start_server, laravel):
+    version, root = laravel
+    name = f"laravel{version}-tasks"
+    cache = WORK / name / "laravel-cache"
+    return start_server(name, app=LARAVEL / "public", threads=6, global_extra=LARAVEL_INI + f"""\t\ttask_worker {{
 			file {LARAVEL}/task-worker.php
 			name tasks
 			num 3
 			env LARAVEL_CACHE_DIR {cache}
+			env LARAVEL_PHP_ROOT {root}
 		}}""", site_extra=f"""\t\troot {LARAVEL}/public
 		index worker.php
 		file_server off
@@ -33,6 +31,7 @@ def app(start_server):
 			file worker.php
 			num 2
 			env LARAVEL_CACHE_DIR {cache}
+			env LARAVEL_PHP_ROOT {root}
 		}}""")
 
 
@@ -54,17 +53,19 @@ def test_concurrently_rethrows_a_failing_closure(app):
     assert "results" in app.get("/concurrently?ms=1").json(), "the task worker goes on"
 
 
-def test_artisan_schedule_run_as_a_scheduled_job(start_server, tmp_path, monkeypatch):
+def test_artisan_schedule_run_as_a_scheduled_job(start_server, laravel, tmp_path, monkeypatch):
     """`schedule "* * * * *" artisan schedule:run` replaces the crontab line: Laravel's
     scheduler runs its due events (here a closure, every minute) in the job's run. The
     clock runs 60 times faster (a test hook): a minute is a second."""
     monkeypatch.setenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED", "60")
+    version, root = laravel
     runs = tmp_path / "schedule.log"
-    srv = start_server("laravel-schedule", app=LARAVEL / "public", threads=2,
-                       global_extra=f"""\t\tschedule "* * * * *" {LARAVEL}/artisan schedule:run {{
+    srv = start_server(f"laravel{version}-schedule", app=LARAVEL / "public", threads=2,
+                       global_extra=LARAVEL_INI + f"""\t\tschedule "* * * * *" {LARAVEL}/artisan schedule:run {{
 			env APP_RUNNING_IN_CONSOLE true
 			env SCHEDULE_LOG {runs}
-			env LARAVEL_CACHE_DIR {WORK / "laravel-schedule" / "laravel-cache"}
+			env LARAVEL_CACHE_DIR {WORK / f"laravel{version}-schedule" / "laravel-cache"}
+			env LARAVEL_PHP_ROOT {root}
 		}}""")
     assert eventually(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 2, timeout=20), srv.log_text()[-3000:]
     assert json.loads(runs.read_text().splitlines()[0])["app"] == "php_worker Laravel test"

@@ -2,8 +2,8 @@
 `frankenphp`, started as Octane starts it (`frankenphp run -c <Caddyfile>`, its settings
 in the environment), a Caddyfile with the structure of Octane's stub (the frankenphp
 global block, php_server, `encode zstd br gzip`, `{$VAR}` placeholders that expand to
-nothing), and the worker in the shape of Octane's frankenphp-worker.php over the Laravel 8
-test app (Debian's php-laravel-framework). Then Octane's admin calls: status
+nothing), and the worker in the shape of Octane's frankenphp-worker.php over the Laravel
+test app (Debian's php-laravel-framework: Laravel 8 and a current one, conftest.laravel). Then Octane's admin calls: status
 (`GET /config/apps/frankenphp`), reload (the same JSON sent back with `PATCH` and
 `Cache-Control: must-revalidate`) under load, and stop (`POST /stop`)."""
 
@@ -21,7 +21,6 @@ import pytest
 from conftest import CADDY, WORK, free_port, http_get, json_lines
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
-FRAMEWORK = Path("/usr/share/php/Illuminate/autoload.php")
 
 # The structure of Octane's src/Commands/stubs/Caddyfile: every setting comes from the
 # environment Octane sets for the child process.
@@ -74,7 +73,7 @@ STUB = """{
 class Octane:
     """The server process as Octane's StartFrankenPhpCommand runs it."""
 
-    def __init__(self, base, port, admin_port):
+    def __init__(self, base, port, admin_port, laravel_root):
         self.base, self.port, self.admin_port = base, port, admin_port
         bin_dir = base / "bin"
         bin_dir.mkdir()
@@ -90,7 +89,7 @@ class Octane:
                "CADDY_SERVER_SERVER_NAME": f"http://:{port}",
                "CADDY_SERVER_WORKER_COUNT": "2", "CADDY_SERVER_WORKER_DIRECTIVE": "num 2",
                "CADDY_SERVER_EXTRA_DIRECTIVES": "", "CADDY_SERVER_WATCH_DIRECTIVES": "",
-               "LARAVEL_CACHE_DIR": str(base / "laravel-cache")}
+               "LARAVEL_CACHE_DIR": str(base / "laravel-cache"), "LARAVEL_PHP_ROOT": str(laravel_root)}
         env.pop("CADDY_EXTRA_CONFIG", None)  # referenced by the stub, never set by Octane
         self.log_path = base / "server.log"
         self.log = open(self.log_path, "wb")
@@ -136,15 +135,13 @@ class Octane:
 
 
 @pytest.fixture
-def octane():
-    if not FRAMEWORK.exists():
-        pytest.fail(f"{FRAMEWORK} is missing: install Debian's php-laravel-framework "
-                    "(scripts/install-deps.sh --tests does)")
-    base = WORK / "octane-app"  # as deep under the repository as tests/e2e/laravel
+def octane(laravel):
+    version, root = laravel
+    base = WORK / f"octane-app{version}"  # as deep under the repository as tests/e2e/laravel
     shutil.rmtree(base, ignore_errors=True)
     shutil.copytree(LARAVEL, base, symlinks=True)
     (base / "Caddyfile").write_text(STUB)
-    srv = Octane(base, free_port(), free_port())
+    srv = Octane(base, free_port(), free_port(), root)
     yield srv
     srv.kill()
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import php_version
+
 HERE = Path(__file__).resolve().parent
 SURVIVAL = HERE / "survival"
 EXPECTED = "triangle:3,square:4,hexagon:6"
@@ -212,11 +214,27 @@ def test_a_fatal_signal_on_a_busy_php_thread_leaves_a_trail(start_server, mode):
     srv.stop()
 
 
+def test_php_83_stops_a_stack_overflow_before_it_happens(start_server):
+    """PHP 8.3 and later measure each thread's C stack (zend.max_allowed_stack_size) and
+    end serialize() of a deeply nested array with an Error before it overflows: the
+    request gets a 500, the server keeps serving. PHP 8.2 has no such guard (the next test)."""
+    if php_version() < (8, 3):
+        pytest.skip("PHP 8.2 has no stack guard")
+    srv = start_server("overflow-guarded", app=SURVIVAL / "public", threads=2, site_extra=f"\t\troot {SURVIVAL}/public\n")
+    r = srv.get("/overflow.php", timeout=60)
+    assert r.status == 500 and "Maximum call stack size" in r.text, r.text[:500]
+    assert srv.get("/page.php").status == 200
+    assert srv.stop() == 0
+
+
 def test_a_stack_overflow_leaves_a_trail_and_ends_the_process_as_before(start_server):
-    """A real fault: serialize() of a deeply nested array overflows the C stack. The line
+    """A real fault: serialize() of a deeply nested array overflows the C stack (on PHP
+    8.3 and later, with their stack guard off: zend.max_allowed_stack_size -1). The line
     is written from the thread's signal stack, then the process dies of SIGSEGV, as it
     does without php_worker (a supervisor restarts it)."""
-    srv = start_server("trail-overflow", app=SURVIVAL / "public", threads=2, site_extra=f"\t\troot {SURVIVAL}/public\n")
+    unguarded = "\t\tphp_ini zend.max_allowed_stack_size -1" if php_version() >= (8, 3) else ""
+    srv = start_server("trail-overflow", app=SURVIVAL / "public", threads=2, global_extra=unguarded,
+                       site_extra=f"\t\troot {SURVIVAL}/public\n")
     request_until_the_end(srv, "/overflow.php")
     assert srv.proc.wait(timeout=60) == -signal.SIGSEGV
     lines = trail_lines(srv)
@@ -224,7 +242,7 @@ def test_a_stack_overflow_leaves_a_trail_and_ends_the_process_as_before(start_se
     line = lines[0]
     assert line["signal"] == "SIGSEGV" and line["thread"].startswith("php-")
     assert line["uri"] == "/overflow.php" and line["php_function"] == "serialize"
-    assert line["php_file"].endswith("/overflow.php") and line["php_line"] == 9
+    assert line["php_file"].endswith("/overflow.php") and line["php_line"] == 10
     srv.stop()
 
 

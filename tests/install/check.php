@@ -65,3 +65,15 @@ $status = curl_getinfo($curl, CURLINFO_RESPONSE_CODE);
 check("curl $url", $body !== false && $status === 200, "$status " . curl_error($curl));
 check('curl HTTP/2 support', (curl_version()['features'] & CURL_VERSION_HTTP2) !== 0);
 echo $body === false ? '' : "body: " . substr(strip_tags($body), 0, 200) . "\n";
+
+// Every other extension the binary carries, from what it carries alone (the end-to-end
+// suite runs the same checks on the server's threads). Run with -d apc.enable_cli=1.
+require __DIR__ . '/checks.php';
+foreach (php_worker_extension_checks() as $name => [$ok, $detail]) {
+    check($name, $ok, $detail);
+}
+
+// The developer extensions ship beside the binary and load only when asked for.
+foreach (['pcov' => 'extension', 'excimer' => 'extension'] as $name => $kind) {
+    check("$name not loaded unless asked", !extension_loaded($name));
+}

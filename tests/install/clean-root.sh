@@ -4,7 +4,9 @@
 # packages; cached as a tarball in ~/.cache/php_worker/) and checks there:
 #   - `caddy version` and `caddy php-cli -m` from the copied folder;
 #   - the demo served and answered; php-cli running tests/install/check.php (PDO SQLite,
-#     intl, GD, mbstring, OpenSSL, zip, sodium, timezones, curl against the demo);
+#     intl, GD, mbstring, OpenSSL, zip, sodium, timezones, curl against the demo, then
+#     every other extension: tests/extensions/checks.php); the developer extensions
+#     loaded by name from beside the binary;
 #   - the package: install (user, files, unit), the unit's ExecStart run as systemd would
 #     run it (its user, CAP_NET_BIND_SERVICE), the default page, ExecReload and a
 #     reinstall (the upgrade path) under load with no failed request, SIGTERM's graceful
@@ -90,14 +92,19 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 mkdir -p "$root/srv/demo"
 cp -a demo "$root/srv/demo/"
 sed "s/^:8080 {/:$port {/" Caddyfile >"$root/srv/demo/Caddyfile"
-cp tests/install/check.php "$root/srv/check.php"
+cp tests/install/check.php tests/extensions/checks.php "$root/srv/"
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root sh -c \
 	"cd /srv/demo && exec /opt/php_worker/bin/caddy run --config Caddyfile" >"$root/srv/demo.log" 2>&1 &
 demo=$!
 wait_http "127.0.0.1:$port" / || { cat "$root/srv/demo.log" >&2; fail "the demo does not answer"; }
 log "the demo answers on 127.0.0.1:$port"
-in_root /opt/php_worker/bin/caddy php-cli /srv/check.php "http://127.0.0.1:$port/" ||
+in_root /opt/php_worker/bin/caddy php-cli -d apc.enable_cli=1 /srv/check.php "http://127.0.0.1:$port/" ||
 	fail "php-cli check.php"
+# The developer extensions beside the binary load by name, every extension line of them.
+loaded=$(in_root /opt/php_worker/bin/caddy php-cli -d extension=pcov -d extension=excimer -r \
+	'echo phpversion("pcov"), " ", phpversion("excimer");')
+[[ "$loaded" =~ ^[0-9.]+\ [0-9.]+$ ]] || fail "pcov and excimer do not load from lib/php_worker/: $loaded"
+log "pcov and excimer load from lib/php_worker/ ($loaded)"
 kill -TERM "$demo"
 wait "$demo" || fail "the demo did not stop cleanly on SIGTERM (status $?)"
 

@@ -1,14 +1,17 @@
 <?php
-// The Laravel 8 test app, on Debian's php-laravel-framework (no Composer): Debian's
+// The test app, on Debian's php-laravel-framework (no Composer): Laravel 8, Debian 12's,
+// from /usr/share/php; or a current Laravel unpacked from Debian 13 or sid into a test
+// root (scripts/fetch-php-app.py), whose PHP folder LARAVEL_PHP_ROOT names. Debian's
 // packages autoload through an autoload.php per package, which require those of their
-// dependencies by paths relative to the include path (/usr/share/php).
-$laravel = '/usr/share/php/Illuminate/autoload.php';
+// dependencies through the include path.
+$root = getenv('LARAVEL_PHP_ROOT') ?: ($_SERVER['LARAVEL_PHP_ROOT'] ?? '/usr/share/php');
+$laravel = "$root/Illuminate/autoload.php";
 if (!is_file($laravel)) {
     throw new RuntimeException("$laravel is missing: install Debian's php-laravel-framework "
-        . '(scripts/install-deps.sh --tests does)');
+        . '(scripts/install-deps.sh --tests does), or unpack a newer one (scripts/fetch-php-app.py)');
 }
-if (!in_array('/usr/share/php', explode(PATH_SEPARATOR, get_include_path()), true)) {
-    set_include_path(get_include_path() . PATH_SEPARATOR . '/usr/share/php');
+if (!in_array($root, explode(PATH_SEPARATOR, get_include_path()), true)) {
+    set_include_path($root . PATH_SEPARATOR . get_include_path());
 }
 require_once $laravel;
 require_once __DIR__ . '/../../../../adapters/autoload.php';

@@ -20,7 +20,9 @@ return [
         Illuminate\Database\DatabaseServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
         Illuminate\Foundation\Providers\ConsoleSupportServiceProvider::class, // artisan migrate
-        Illuminate\Queue\QueueServiceProvider::class, // the queue commands artisan registers
+        Illuminate\Foundation\Providers\FoundationServiceProvider::class, // Laravel 11+: the console schedule
+        Illuminate\Queue\QueueServiceProvider::class, // the queue commands artisan registers; /redis/queue
+        Illuminate\Redis\RedisServiceProvider::class, // /redis/*: phpredis
         PhpWorker\Laravel\PhpWorkerCacheServiceProvider::class,
     ],
     'aliases' => [],

@@ -1,9 +1,10 @@
 <?php
 
 // File sessions, as a fresh Laravel 8 app has them; the files go under LARAVEL_CACHE_DIR
-// (bootstrap/app.php), out of the repository.
+// (bootstrap/app.php), out of the repository. SESSION_DRIVER=redis keeps them in Redis.
 return [
-    'driver' => 'file',
+    'driver' => env('SESSION_DRIVER', 'file'),
+    'connection' => null,
     'lifetime' => 120,
     'expire_on_close' => false,
     'encrypt' => false,

@@ -169,3 +169,35 @@ Route::get('/concurrently', function (Request $r) use ($answer) {
     }
     return $answer(['results' => $results, 'ms' => (microtime(true) - $start) * 1000]);
 });
+
+// Redis through phpredis (igbinary serializer, config/database.php): Laravel's cache, its
+// session and its queue, as a production app keeps them.
+Route::get('/redis/cache', fn (Request $r) => $answer([
+    'value' => Cache::store('redis')->increment((string) $r->query('k')),
+    'serializer' => Illuminate\Support\Facades\Redis::connection()->client()->getOption(Redis::OPT_SERIALIZER),
+]));
+Route::get('/redis/cache/put', fn (Request $r) => $answer([
+    'stored' => Cache::store('redis')->put((string) $r->query('k'), ['v' => (string) $r->query('v'), 'list' => [1, 2]], 60),
+]));
+Route::get('/redis/cache/get', fn (Request $r) => $answer(['value' => Cache::store('redis')->get((string) $r->query('k'))]));
+Route::middleware('web')->get('/redis/session', function (Request $r) use ($answer) {
+    $n = $r->session()->get('n', 0) + 1;
+    $r->session()->put('n', $n);
+    return $answer(['n' => $n, 'driver' => config('session.driver')]);
+});
+Route::get('/redis/queue/push', function (Request $r) use ($answer) {
+    Illuminate\Support\Facades\Queue::connection('redis')->push('App\Jobs\Record', ['id' => (string) $r->query('id')]);
+    return $answer(['pushed' => (string) $r->query('id')]);
+});
+// Runs every queued job; `done` counts the jobs of ids starting with ?run= that ran.
+Route::get('/redis/queue/work', function (Request $r) use ($answer) {
+    $ran = 0;
+    while ($job = Illuminate\Support\Facades\Queue::connection('redis')->pop()) {
+        $job->fire();
+        $ran++;
+    }
+    $run = (string) $r->query('run');
+    $done = array_filter(Illuminate\Support\Facades\Redis::connection()->smembers('jobs_done'),
+        static fn ($id) => str_starts_with((string) $id, $run));
+    return $answer(['ran' => $ran, 'done' => count($done)]);
+});
