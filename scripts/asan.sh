@@ -61,6 +61,8 @@ step "PHP with AddressSanitizer (scripts/build-php.sh, PHP_WORKER_PHP_ASAN=1)"
 # Our own ASan build, never a PHP_CONFIG from the caller's environment.
 unset PHP_CONFIG
 export PHP_WORKER_PHP_ASAN=1
+# env.sh points cgo at the core in CARGO_TARGET_DIR: ours.
+export CARGO_TARGET_DIR=$out/cargo
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
 "$PHP_CONFIG" --configure-options | grep -q -- --enable-address-sanitizer ||
@@ -71,7 +73,6 @@ step_done php
 step "rust-core with an instrumented C shim (CARGO_TARGET_DIR=$out/cargo)"
 # build.rs compiles csrc/ with the cc crate, which appends $CFLAGS; the define matches
 # what PHP was compiled with (zend_arena.h changes with it).
-export CARGO_TARGET_DIR=$out/cargo
 CFLAGS="-fsanitize=address -fno-omit-frame-pointer -DZEND_TRACK_ARENA_ALLOC -g" \
 	cargo build --release --locked -p php-worker-core
 lib=$CARGO_TARGET_DIR/release/libphp_worker.a
@@ -84,21 +85,12 @@ step "Caddy with go build -asan ($out/caddy)"
 if ! xcaddy version 2>/dev/null | grep -q "^$XCADDY_VERSION"; then
 	go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
 fi
-# go-module/cgo.go links ${SRCDIR}/../target/release/libphp_worker.a. A copy of go-module
-# in a staging tree whose target/ is our cargo dir links the ASan core without touching
-# cgo.go or target/release.
-grep -q '${SRCDIR}/../target/release/libphp_worker.a' go-module/cgo.go ||
-	{ echo "asan: go-module/cgo.go no longer links \${SRCDIR}/../target/release/libphp_worker.a; update the staging below" >&2; exit 1; }
-stage=$out/stage
-rm -rf "$stage"
-mkdir -p "$stage"
-cp -a go-module "$stage/go-module"
-ln -s "$repo/rust-core" "$stage/rust-core"
-ln -s "$CARGO_TARGET_DIR" "$stage/target"
+# go-module/cgo.go links -lphp_worker from CGO_LDFLAGS's -L, which env.sh pointed at our
+# cargo dir: the ASan core, without touching target/release.
 # As in xcaddy.sh: the core's hash in the binary makes Go relink when the core changes.
 core_id=$(sha256sum "$lib" | cut -c1-16)
-XCADDY_GO_BUILD_FLAGS="-asan -ldflags='-X $MODULE.coreBuildID=$core_id' $TAGS" \
-	xcaddy build "$CADDY_VERSION" --output "$out/caddy" --with "$MODULE@v$(cat VERSION)=$stage/go-module"
+XCADDY_GO_BUILD_FLAGS="-asan -ldflags='-X $MODULE.coreBuildID=$core_id -X $MODULE.phpExtensionDir=$("$PHP_CONFIG" --extension-dir)' $TAGS" \
+	xcaddy build "$CADDY_VERSION" --output "$out/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 go version -m "$out/caddy" | grep -- '-asan=true' >/dev/null || { echo "asan: $out/caddy is not an -asan build" >&2; exit 1; }
 "$out/caddy" list-modules | grep -q '^http.handlers.php_worker$'
 step_done caddy

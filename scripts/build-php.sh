@@ -143,11 +143,15 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
 
+# Without debug information (PHP's default CFLAGS are "-g -O2"): it costs a third of the
+# compile time; symbols stay, for a backtrace.
+compile_flags="-O2"
+
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 recipe_version=7
 build_key=$(
 	{
-		printf '%s\n' "recipe=$recipe_version" "${configure_flags[@]}" "${pecl[@]}" "${shared[@]}"
+		printf '%s\n' "recipe=$recipe_version" "cflags=$compile_flags" "${configure_flags[@]}" "${pecl[@]}" "${shared[@]}"
 		cat "$patch_dir"/*.patch
 	} | sha256sum | cut -c1-8
 )
@@ -163,12 +167,12 @@ if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
 	exit 3
 fi
 
-# One build at a time: a second run (another shell sourcing scripts/env.sh) waits for
-# the first instead of deleting its build directory, then reuses what it built.
-# A variant build (ASan) locks its own file instead, so that its long build never holds up
-# a normal one; it takes the shared lock only while it fetches sources.
+# One build of a version at a time: a second run (another shell sourcing scripts/env.sh)
+# waits for the first instead of deleting its build directory, then reuses what it built.
+# Each version and variant (ASan) locks a file of its own, so that PHP 8.4 and 8.2 build
+# side by side (tests/run.sh); scripts/fetch-source.py serialises what they fetch.
 mkdir -p "$cache_root/src"
-exec 9>"$cache_root/.lock$variant"
+exec 9>"$cache_root/.lock-$PHP_VERSION$variant"
 flock 9
 if [ -f "$prefix/.complete" ]; then
 	echo "$prefix/bin/php-config"
@@ -193,7 +197,6 @@ pecl_dir() {
 	find "$1" -mindepth 2 -maxdepth 2 -name config.m4 -path "$1/$2-*" -printf '%h\n' | sort -V | tail -n 1
 }
 
-if [ -n "$variant" ]; then exec 8>"$cache_root/.lock"; flock 8; fi
 srcdir=$(source_of "${php_fetch[0]}" "php$PHP_VERSION" "${php_fetch[@]:1}") || { log "no php$PHP_VERSION source could be fetched"; exit 1; }
 pecl_dirs=()
 for entry in "${pecl[@]}"; do
@@ -208,7 +211,6 @@ for entry in "${shared[@]}"; do
 	[ "$name" != xdebug ] || [ "$PHP_VERSION" != 8.2 ] || suites=bookworm
 	src=$(source_of "$suites" "$pkg" --upstream-only) && shared_dirs+=("$(pecl_dir "$src" "$name")") || shared_dirs+=("")
 done
-if [ -n "$variant" ]; then exec 8>&-; fi
 
 upstream=$(cat "$srcdir/.debian-version"); upstream=${upstream%%-*}
 build="$cache_root/build-$PHP_VERSION$variant-$build_key"
@@ -238,7 +240,7 @@ for i in "${!pecl[@]}"; do
 	pecl_flags+=("${f[@]}")
 done
 ./buildconf --force >buildconf.log 2>&1 || { tail -n 30 buildconf.log >&2; exit 1; }
-./configure --prefix="$prefix" "${configure_flags[@]}" "${pecl_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
+CFLAGS=$compile_flags CXXFLAGS=$compile_flags ./configure --prefix="$prefix" "${configure_flags[@]}" "${pecl_flags[@]}" >configure.log 2>&1 || { tail -n 30 configure.log >&2; exit 1; }
 # libtool compiles every file twice, PIC and not, when a build makes shared objects at all
 # (OPcache's). Only OPcache's objects (ZEND_COMPILE_DL_EXT) need PIC: everything else goes
 # into libphp.a or the CLI, so it is compiled once, not PIC (libtool's -static).

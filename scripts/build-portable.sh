@@ -46,16 +46,23 @@ arch_dir=/usr/lib/$(gcc -print-multiarch)
 archives=("$prefix/lib/libphp.a")
 # What those archives need in turn: libpq's, curl's, ImageMagick's, libmemcached's,
 # libssh2's and libedit's own libraries.
-extra=(pgcommon_shlib pgport_shlib nghttp2 brotlidec brotlicommon bz2 lzma jpeg png16 webp sharpyuv hashkit
+extra=(pgcommon_shlib pgport_shlib nghttp2 brotlidec brotlicommon bz2 lzma jpeg png16 webp webpmux webpdemux sharpyuv hashkit
 	p9y gpg-error tinfo bsd md ssl crypto z)
 missing=()
 for flag in $("$PHP_CONFIG" --libs) "${extra[@]/#/-l}"; do
 	lib=${flag#-l}
 	case $lib in
 	-*) continue ;;                                       # not a library (-pthread)
-	c | m | dl | pthread | rt | resolv | util | stdc++ | gomp) continue ;;
+	c | m | dl | pthread | rt | resolv | util | stdc++) continue ;;
+	gomp) # imagick calls omp_pause_resource_all() at shutdown (Debian's ImageMagick uses
+		# OpenMP); our ImageMagick does not, so libgomp is linked but starts no thread
+		a=$(gcc -print-file-name=libgomp.a)
+		case " ${archives[*]} " in *" $a "*) ;; *) archives+=("$a") ;; esac
+		continue ;;
 	tidy) lib=tidys ;;                                    # Debian's static libtidy
 	termcap) lib=tinfo ;;                                 # ncurses's terminfo
+	ldap_r) lib=ldap ;;                                   # ours, thread-safe since OpenLDAP 2.5
+	sasl2) continue ;;                                    # ours are built without SASL
 	esac
 	a=
 	for d in "$deps/lib" "$arch_dir"; do

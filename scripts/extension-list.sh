@@ -43,11 +43,13 @@ shared=
 for so in "$ext_dir"/*.so; do
 	name=$(basename "$so" .so)
 	[ "$name" != opcache ] || continue
-	kind=extension
-	version=$("$caddy" php-cli -d "extension=$name" -r "echo phpversion('$name');" 2>/dev/null) || true
+	# A Zend extension (Xdebug) registers itself among get_loaded_extensions(true).
+	kind=zend_extension
+	version=$("$caddy" php-cli -d "zend_extension=$name" -r \
+		"echo in_array('$name', array_map('strtolower', get_loaded_extensions(true))) ? phpversion('$name') : '';" 2>/dev/null) || true
 	if [ -z "$version" ]; then
-		kind=zend_extension
-		version=$("$caddy" php-cli -d "zend_extension=$name" -r "echo phpversion('$name');" 2>/dev/null) || true
+		kind=extension
+		version=$("$caddy" php-cli -d "extension=$name" -r "echo phpversion('$name');" 2>/dev/null) || true
 	fi
 	shared+="$name	${version:-?}	shared, loaded by \`php_ini $kind $name\`"$'\n'
 done

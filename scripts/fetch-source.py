@@ -29,6 +29,7 @@ The private apt state (lists, no packages installed) lives in $PHP_WORKER_CACHE/
 """
 
 import argparse
+import fcntl
 import hashlib
 import os
 import re
@@ -233,7 +234,17 @@ def main():
     ap.add_argument("--not-above")
     args = ap.parse_args()
 
+    # One fetch at a time (PHP 8.4 and 8.2 build side by side): apt's lists, and the
+    # folders unpacked under the same cache, are shared.
+    os.makedirs(cache_root(), exist_ok=True)
+    lock = open(os.path.join(cache_root(), ".lock-fetch"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     os.makedirs(args.dest, exist_ok=True)
+    existing = [d for d in os.listdir(args.dest) if d.startswith(args.package + "-") and
+                os.path.exists(os.path.join(args.dest, d, ".debian-version"))]
+    if existing:  # another build fetched it while this one waited
+        print(os.path.join(args.dest, sorted(existing)[-1]))
+        return
     records = index_records(args.package, apt_state(args.suites))
     if args.max_upstream:
         records = [r for r in records if upstream_of(r[0]).startswith(args.max_upstream + ".")]

@@ -793,12 +793,37 @@ def is_laravel_page(body):
     return b"<h1>php_worker on Laravel</h1>" in body and body.count(b"<li>") == 20
 
 
-def laravel_servers():
-    """Debian's Laravel 8 (the test app of tests/e2e/laravel), 4 PHP threads or children
-    each; every server keeps its sessions and compiled views in a folder of its own."""
-    def env(name):
-        return {"LARAVEL_CACHE_DIR": str(WORK / f"laravel-{name}")}
-    return [
+def binary_php_version(binary):
+    out = subprocess.run([str(binary), "php-cli", "-n", "-r", "echo PHP_MAJOR_VERSION, ' ', PHP_MINOR_VERSION;"],
+                         capture_output=True, text=True, timeout=60).stdout
+    return tuple(int(x) for x in out.split())
+
+
+def current_laravel():
+    """The PHP folder of Laravel 13 from sid, unpacked by scripts/fetch-php-app.py."""
+    p = subprocess.run(["python3", str(REPO / "scripts" / "fetch-php-app.py"), "--suite", "sid", "php-laravel-framework"],
+                       capture_output=True, text=True, timeout=900)
+    check(p.returncode == 0, f"could not unpack Laravel 13 from sid: {p.stderr[-2000:]}")
+    return p.stdout.strip()
+
+
+def laravel_servers(baseline=None):
+    """Debian's Laravel 8 (the test app of tests/e2e/laravel) and, on PHP 8.3+, the same
+    app on Laravel 13 from sid; 4 PHP threads or children each; every server keeps its
+    sessions and compiled views in a folder of its own. With a baseline build, its worker
+    mode on Laravel 8 runs in the same rounds."""
+    def env(name, root=None):
+        return {"LARAVEL_CACHE_DIR": str(WORK / f"laravel-{name}"), **({"LARAVEL_PHP_ROOT": root} if root else {})}
+    current = []
+    if binary_php_version(CADDY) >= (8, 3):
+        root = current_laravel()
+        current = [PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("worker13", root),
+                             label="Laravel 13, php_worker worker, 4 threads")]
+    if baseline:
+        minor = ".".join(map(str, binary_php_version(baseline)))
+        current.append(PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("baseline"), binary=baseline,
+                                 label=f"Laravel 8, php_worker worker, 4 threads (baseline build, PHP {minor})"))
+    return current + [
         PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("worker"),
                   label="Laravel 8, php_worker worker, 4 threads"),
         # PHP's JIT under ZTS, as a production php.ini could turn it on.
@@ -825,12 +850,12 @@ def session_cookie(server):
     return "; ".join(cookies)
 
 
-def workload_laravel(q):
+def workload_laravel(q, baseline=None):
     """A real framework: a Laravel 8 page through the `web` middleware group (encrypted
     cookies, a file session, CSRF, a Blade view), closed loop at 32 connections, the
     median of rounds that visit each server in turn. Then where php_worker's worker mode
     spends its CPU on it."""
-    servers = laravel_servers()
+    servers = laravel_servers(baseline)
     runs = [Run(server, LARAVEL_PAGE, is_laravel_page) for server in servers]
     for run in runs:
         run.__enter__()
@@ -855,7 +880,8 @@ def workload_laravel(q):
                 jit = json.loads(body).get("jit") if status == 200 else None
                 check(bool(jit and jit.get("on")), f"{server.name}: the JIT is not on ({status} {body[:300]!r})")
                 row["jit_buffer_used"] = jit.get("buffer_size", 0) - jit.get("buffer_free", 0)
-            if not q and isinstance(server, PhpWorker) and server.worker and not server.ini:
+            if not q and isinstance(server, PhpWorker) and server.name.startswith("Laravel 8, php_worker worker, 4 threads") \
+                    and not server.ini and server.binary == CADDY:
                 row["profile"] = profile(server, LARAVEL_PAGE, conns=32, extra=headers[server.name],
                                          flame="profile-laravel.svg", title="php_worker worker mode, Laravel 8 page")
             log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {row['cpu_us']:,.0f} µs of CPU per request")
@@ -1574,8 +1600,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
     parser.add_argument("--only", nargs="*", choices=WORKLOADS, help="run these workloads")
     parser.add_argument("--baseline", metavar="CADDY", type=Path,
-                        help="also measure hello world in worker mode (and the slow uploads) with this other "
-                             "php_worker build, in the same rounds (with --only hello: a before/after comparison)")
+                        help="also measure hello world and the Laravel page in worker mode (and the slow uploads) "
+                             "with this other php_worker build, in the same rounds (with --only hello laravel: a "
+                             "before/after comparison, or PHP 8.4 against 8.2)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
@@ -1602,8 +1629,8 @@ def main():
                 log(f"  1 MB responses, {row['server']}: median {row['rps']:,.0f} req/s, rounds "
                     f"{[round(x) for x in row['rounds']]}")
     if "laravel" in selected:
-        log("== Laravel 8 page")
-        results["laravel"] = workload_laravel(q)
+        log("== Laravel page")
+        results["laravel"] = workload_laravel(q, args.baseline)
     if "boot" in selected:
         log("== framework boot cost")
         results["boot"] = workload_boot(q)

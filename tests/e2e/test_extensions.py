@@ -330,3 +330,11 @@ def test_xdebug_loads_where_the_build_has_it(start_server):
     loaded = {e.lower() for e in get_json(srv, "/loaded.php")["extensions"]}
     assert "xdebug" in loaded
     assert srv.stop() == 0
+
+
+def test_the_readme_extension_list_is_the_builds():
+    """docs/extensions-<minor>.md, which the README links, lists what this binary carries
+    (scripts/extension-list.sh writes it from the binary)."""
+    p = subprocess.run([str(REPO / "scripts" / "extension-list.sh"), "--check", str(CADDY)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
