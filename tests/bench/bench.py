@@ -1599,7 +1599,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short smoke pass of every workload")
     parser.add_argument("--only", nargs="*", choices=WORKLOADS, help="run these workloads")
-    parser.add_argument("--baseline", metavar="CADDY", type=Path,
+    parser.add_argument("--baseline", metavar="CADDY", type=lambda p: Path(p).resolve(),
                         help="also measure hello world and the Laravel page in worker mode (and the slow uploads) "
                              "with this other php_worker build, in the same rounds (with --only hello laravel: a "
                              "before/after comparison, or PHP 8.4 against 8.2)")
