@@ -71,10 +71,20 @@ function php_worker_extension_checks(): array
         phpversion('zstd')]);
     $check('yaml', static fn () => [yaml_parse("a: [1, 2]\nb: {c: d}\n") === ['a' => [1, 2], 'b' => ['c' => 'd']]
         && str_contains(yaml_emit(['x' => 1]), 'x: 1')]);
-    $check('ssh2', static fn () => [function_exists('ssh2_connect') && defined('SSH2_FINGERPRINT_SHA1'), phpversion('ssh2')]);
+    $check('ssh2', static function () {
+        // libssh2 itself answers: nothing listens on port 1.
+        $session = @ssh2_connect('127.0.0.1', 1);
+        return [$session === false && defined('SSH2_FINGERPRINT_SHA1'), error_get_last()['message'] ?? ''];
+    });
     $check('amqp', static function () {
+        // librabbitmq itself answers: nothing listens on port 1.
         $connection = new AMQPConnection(['host' => '127.0.0.1', 'port' => 1, 'connect_timeout' => 1]);
-        return [$connection->getPort() === 1 && !$connection->isConnected(), phpversion('amqp')];
+        try {
+            $connection->connect();
+            return [false, 'connected to port 1'];
+        } catch (AMQPConnectionException $e) {
+            return [!$connection->isConnected(), $e->getMessage()];
+        }
     });
     $check('ast', static fn () => [ast\parse_code('<?php echo 1;', 100)->kind === ast\AST_STMT_LIST]);
     $check('xsl', static function () {
