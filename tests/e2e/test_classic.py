@@ -496,6 +496,7 @@ def test_module_function_signatures(php):
         "php_worker_SCOPE_get(string $key, mixed $default = null): mixed",
         "php_worker_SCOPE_increment(string $key, int $by = 1): int|false",
         "php_worker_SCOPE_put(string $key, mixed $value, int $ttl = 0): bool",
+        "php_worker_SCOPE_touch(string $key, int $ttl): bool",
     )]
     assert php.get("/signatures.php").json() == sorted(signatures, key=lambda sig: sig.split("(")[0])
 
