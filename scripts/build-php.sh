@@ -65,6 +65,12 @@ check_php() {
 
 if [ -n "${PHP_CONFIG:-}" ]; then
 	check_php "$PHP_CONFIG" || exit 1
+	# Both set and disagreeing is a mistake (a shell that sourced scripts/env.sh for one
+	# version, then asked for the other): building on the wrong PHP would pass unnoticed.
+	if [ -n "${PHP_VERSION:-}" ] && ! "$PHP_CONFIG" --version | grep -q "^$PHP_VERSION\."; then
+		log "PHP_VERSION=$PHP_VERSION, but PHP_CONFIG=$PHP_CONFIG is PHP $("$PHP_CONFIG" --version): unset one of them."
+		exit 2
+	fi
 	echo "$PHP_CONFIG"
 	exit 0
 fi
