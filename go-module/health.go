@@ -24,8 +24,9 @@ func init() {
 // Probes, as a load balancer or Kubernetes asks them:
 //
 //   - live: 200 while PHP runs and every pool has a thread that can take requests (a
-//     booted worker script, a classic thread); else 503. A failing liveness probe
-//     restarts the server, so it fails only when PHP itself cannot serve.
+//     booted worker script, a classic thread) or is restarting (a reload: the pool's
+//     entry says "restarting"); else 503. A failing liveness probe restarts the server,
+//     so it fails only when PHP itself cannot serve.
 //   - ready: 503 while PHP starts or restarts (a php_ini change), while a worker has no
 //     booted thread, while stuck threads have reached max_stuck_threads, and from the
 //     moment the server begins to stop (Caddy's shutdown_delay keeps serving, PHP
@@ -47,8 +48,13 @@ type healthState struct {
 
 type healthPool struct {
 	Worker  string `json:"worker,omitempty"` // empty for the classic pool
+	Kind    string `json:"kind,omitempty"`   // http, task or background
 	Threads int    `json:"threads"`
 	Ready   int    `json:"ready"`
+	// A restart under way (a reload, a restart through the admin API): old threads
+	// still ending, or a new generation booting while the old one serves. Not a failure.
+	Restarting bool `json:"restarting,omitempty"`
+	Leaving    int  `json:"leaving,omitempty"` // old threads still ending
 }
 
 type healthStuck struct {
@@ -79,8 +85,13 @@ func (rt *phpRuntime) probe(ready bool) healthState {
 			fail("cannot read PHP's threads: %v", err)
 		case s != nil:
 			for _, p := range s.Pools {
-				st.Pools = append(st.Pools, healthPool{Worker: p.Worker, Threads: p.Threads, Ready: p.Ready})
-				if p.Ready == 0 && p.Busy+p.Idle == 0 { // Busy and Idle include a generation taking over
+				st.Pools = append(st.Pools, healthPool{Worker: p.Worker, Kind: p.Kind, Threads: p.Threads, Ready: p.Ready,
+					Restarting: p.Restarting, Leaving: p.Leaving})
+				// A restarting pool passes: a background script's old copy may take its
+				// whole shutdown_timeout to end, and an HTTP worker's old generation
+				// serves until the new one has booted. Busy and Idle include threads of
+				// a generation taking over.
+				if p.Ready == 0 && p.Busy+p.Idle == 0 && !p.Restarting {
 					if p.Worker == "" {
 						fail("no classic PHP thread can take requests")
 					} else {

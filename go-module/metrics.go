@@ -59,10 +59,13 @@ type opcacheStats struct {
 // poolStats is a pool in the engine's snapshot.
 type poolStats struct {
 	ID         uint32    `json:"id"`
+	Kind       string    `json:"kind"` // http, task or background
 	Worker     string    `json:"worker"`
 	Generation uint32    `json:"generation"`
 	Threads    int       `json:"threads"`
 	Ready      int       `json:"ready"`
+	Leaving    int       `json:"leaving"`
+	Restarting bool      `json:"restarting"`
 	Failing    int       `json:"failing"`
 	Busy       int       `json:"busy"`
 	Idle       int       `json:"idle"`

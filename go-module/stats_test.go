@@ -37,7 +37,7 @@ func TestStatsGoldenSnapshot(t *testing.T) {
 			State string `json:"state"`
 		}{{State: "busy"}},
 		Pools: []poolStats{{
-			ID: 7, Worker: "app", Generation: 2, Threads: 4, Ready: 3, Failing: 1, Busy: 2, Idle: 5, Queued: 6,
+			ID: 7, Kind: "task", Worker: "app", Generation: 2, Threads: 4, Ready: 3, Leaving: 21, Restarting: true, Failing: 1, Busy: 2, Idle: 5, Queued: 6,
 			Duration: hist(9), Wait: hist(10), Crashes: 11, Restarts: 13,
 		}},
 		Opcache: opcacheStats{

@@ -111,6 +111,11 @@ pub struct PoolStats {
     pub threads: usize,
     /// Threads of the current generation that booted (all threads for the classic pool).
     pub ready: usize,
+    /// Threads told to stop that have not ended yet (an old generation running out).
+    pub leaving: usize,
+    /// A restart is under way: threads leave, a generation is staged, or threads of an
+    /// older generation serve while the current one boots. The probes do not fail on it.
+    pub restarting: bool,
     /// Threads whose worker script fails to boot.
     pub failing: usize,
     /// Threads running a request.
@@ -597,6 +602,9 @@ impl Pool {
                 Some(g) => living().filter(|m| m.booted && m.generation_id() == g.id).count(),
                 None => living().count(),
             },
+            leaving: state.members.iter().filter(|m| m.leaving).count(),
+            restarting: state.members.iter().any(|m| m.leaving || current.as_ref().is_some_and(|g| m.generation_id() != g.id))
+                || state.workers.as_ref().is_some_and(|w| w.staged.is_some()),
             failing: living().filter(|m| m.failing).count(),
             busy: living().filter(|m| m.thread.info.state() == ThreadState::Busy).count(),
             idle: living().filter(|m| m.thread.info.state() == ThreadState::Ready).count(),

@@ -131,6 +131,8 @@ mod tests {
                 staged: Some(3),
                 threads: 4,
                 ready: 3,
+                leaving: 21,
+                restarting: true,
                 failing: 1,
                 busy: 2,
                 idle: 5,

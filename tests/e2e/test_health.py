@@ -151,3 +151,44 @@ def test_php_serves_through_shutdown_delay_while_readiness_fails(start_server):
     log = srv.log_text()
     assert "PHP keeps serving until shutdown_delay has passed" in log
     assert "PHP engine stopped" in log
+
+
+# A background script that ignores its stop: the old copy runs out shutdown_timeout.
+STUBBORN_BACKGROUND = """<?php
+php_worker_shared_increment('stubborn:starts');
+while (true) {
+    usleep(20000);
+}
+"""
+
+
+def test_a_reload_keeps_the_server_ready_while_pools_restart(start_server, tmp_path):
+    """A reload restarts every background worker and boots a new generation of each HTTP
+    worker. While a background script's old copy runs out its shutdown_timeout (3 s) and
+    the HTTP worker's new generation boots (2 s) beside the old one that serves, both
+    probes keep answering 200, and their bodies say which pools are restarting."""
+    (tmp_path / "stubborn.php").write_text(STUBBORN_BACKGROUND)
+    (tmp_path / "hello.php").write_text("<?php echo 'Hello, world!';")
+    worker = (f"\t\tworker {{\n\t\t\tfile {HERE}/worker/slow-boot.php\n\t\t\tname slow\n\t\t\tnum 1\n"
+              "\t\t\tenv BOOT_SECONDS 2\n\t\t\tenv GENERATION one\n\t\t\tmatch /slow\n\t\t}")
+    background = f"\t\tshutdown_timeout 3s\n\t\tbackground {{\n\t\t\tfile {tmp_path}/stubborn.php\n\t\t\tname stubborn\n\t\t}}\n"
+    srv = start_server("probes-reload", lambda port, admin: with_probes(
+        make_caddyfile(port, admin, threads=3, app=tmp_path, site_extra=worker, global_extra=background)))
+    assert srv.get("/slow", timeout=30).text == "booted"
+    assert eventually(lambda: probe(srv, "ready")[0] == 200)
+
+    status, body = srv.load((srv.workdir / "Caddyfile").read_text().replace("GENERATION one", "GENERATION two"))
+    assert status == 200, body
+    seen, restarting = [], set()
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        for (name, admin), (status, body) in all_probes(srv).items():
+            seen.append((name, admin, status))
+            assert status == 200 and body["status"] == "ok", (name, admin, body)
+            restarting |= {p.get("worker", "") for p in body["pools"] if p.get("restarting")}
+        assert srv.get("/slow", timeout=5).text == "booted", "the old generation serves meanwhile"
+        time.sleep(0.1)
+    assert {"stubborn", "slow"} <= restarting, f"the probes' bodies say which pools restart: {restarting}"
+    # Once the old copies are gone, no pool is restarting.
+    assert eventually(lambda: not any(p.get("restarting") for p in probe(srv, "ready")[1]["pools"]), timeout=15)
+    assert srv.stop() == 0
