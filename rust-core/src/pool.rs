@@ -269,10 +269,8 @@ impl Pool {
     /// until it ends on its own, must end within its stop timeout or the watchdog stops
     /// it.
     fn tell(m: &Member, command: Command) {
-        if let Some(g) = m.generation.as_ref().filter(|g| g.spec.kind == WorkerKind::Background) {
-            m.thread.info.set_stop_deadline(Duration::from_millis(g.spec.stop_timeout_ms));
-        }
-        m.thread.send(command);
+        let background = m.generation.as_ref().filter(|g| g.spec.kind == WorkerKind::Background);
+        m.thread.send_within(command, background.map(|g| Duration::from_millis(g.spec.stop_timeout_ms)));
     }
 
     /// Sets the number of threads of the classic pool: new ones start at once. Extra

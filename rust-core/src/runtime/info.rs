@@ -294,15 +294,34 @@ impl ThreadInfo {
     /// php_worker_stopping() answers true, php_worker_wait_stop() returns, and a
     /// php_worker_on_stop() callback runs at its next instruction.
     pub fn request_stop(&self) {
-        if self.stop.requested.swap(true, Ordering::SeqCst) {
-            return;
+        self.request_stop_with(None, || true);
+    }
+
+    /// Tells the thread to stop together with `queue`, which queues the command that
+    /// makes it leave (and returns whether it was queued): the command, the flag and the
+    /// stop deadline (`stop_within`) are set under the lock a new run's
+    /// [`ThreadInfo::clear_stop`] takes, so that a run starting meanwhile either finds
+    /// the command or keeps the flag, never clears a stop whose command it missed.
+    pub fn request_stop_with(&self, stop_within: Option<Duration>, queue: impl FnOnce() -> bool) -> bool {
+        let ordered = lock(&self.stop.lock);
+        if !queue() {
+            return false;
         }
-        self.wake_stop_waiters();
+        if let Some(after) = stop_within {
+            self.set_stop_deadline(after);
+        }
+        let already = self.stop.requested.swap(true, Ordering::SeqCst);
+        drop(ordered);
+        if already {
+            return true;
+        }
+        self.stop.wake.notify_all();
         let slot = lock(&self.kill);
         if let Some(slot) = slot.as_ref() {
             // SAFETY: as in kill(): the slot's context lives while the slot is set.
             unsafe { sys::pw_shim_interrupt(slot) };
         }
+        true
     }
 
     fn wake_stop_waiters(&self) {
@@ -318,6 +337,7 @@ impl ThreadInfo {
 
     /// A new run of the thread's script: only a stop asked from now on counts.
     pub(super) fn clear_stop(&self) {
+        let _ordered = lock(&self.stop.lock);
         self.stop.requested.store(false, Ordering::SeqCst);
         self.stop_deadline.store(0, Ordering::Relaxed);
     }
@@ -344,7 +364,7 @@ impl ThreadInfo {
 
     /// A background script told to stop must have ended `after` from now, or the
     /// watchdog stops it (an earlier deadline stays).
-    pub fn set_stop_deadline(&self, after: Duration) {
+    fn set_stop_deadline(&self, after: Duration) {
         let at = (since_epoch() + after.as_millis() as u64).max(1);
         let _ = self.stop_deadline.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| (d == 0 || at < d).then_some(at));
     }

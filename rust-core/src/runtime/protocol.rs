@@ -3,6 +3,7 @@
 //! ([`PoolEvents`]), and how a thread's loops hand it back ([`Job`], [`Leave`], [`Next`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -106,10 +107,18 @@ impl ThreadHandle {
     /// leave what it runs tells its script too (see ThreadInfo::request_stop): a
     /// background script learns it must stop only that way.
     pub fn send(&self, command: Command) -> bool {
+        self.send_within(command, None)
+    }
+
+    /// [`ThreadHandle::send`], and a background script told to leave must have ended
+    /// `stop_within` from now, or the watchdog stops it.
+    pub fn send_within(&self, command: Command, stop_within: Option<Duration>) -> bool {
         if matches!(command, Command::Stop | Command::Drain | Command::Join(_)) {
-            self.info.request_stop();
+            // Queued first, under the stop lock: see ThreadInfo::request_stop_with.
+            self.info.request_stop_with(stop_within, || self.ctl.send(command).is_ok())
+        } else {
+            self.ctl.send(command).is_ok()
         }
-        self.ctl.send(command).is_ok()
     }
 }
 
@@ -139,3 +148,41 @@ pub enum Next {
     FreshContext,
 }
 
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+    use std::thread;
+
+    use super::*;
+
+    /// A background thread starts a run (it clears the stop flag, then looks for a
+    /// command that makes it leave) while its pool sends it Stop. Whatever the
+    /// interleaving, the run sees the command or keeps the flag: a stop is never lost.
+    #[test]
+    fn a_stop_sent_while_a_run_starts_is_never_lost() {
+        let info = Arc::new(ThreadInfo::new(0, 1, 1));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = ThreadHandle::new(info.clone(), tx);
+        let start = Arc::new(Barrier::new(2));
+        for round in 0..20_000 {
+            let sender = {
+                let (handle, start) = (handle.clone(), start.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    assert!(handle.send_within(Command::Stop, Some(Duration::from_secs(5))));
+                })
+            };
+            start.wait();
+            info.clear_stop();
+            let found = rx.try_recv().is_ok();
+            sender.join().unwrap();
+            if !found {
+                assert!(info.stop_requested(), "round {round}: the run missed the command and lost the flag");
+                assert!(info.take_stop_overdue(u64::MAX), "round {round}: the stop deadline was lost");
+                rx.try_recv().expect("the command is queued");
+            }
+            info.clear_stop();
+        }
+    }
+}

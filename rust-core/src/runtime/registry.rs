@@ -104,9 +104,10 @@ impl Registry {
             if matches!(command, Command::Recycle(_)) {
                 // OPcache restarts once every script has left PHP: a background script
                 // must end for it (and runs again on the fresh cache).
-                slot.info.request_stop();
+                slot.info.request_stop_with(None, || slot.ctl.send(command).is_ok());
+            } else {
+                let _ = slot.ctl.send(command);
             }
-            let _ = slot.ctl.send(command);
         }
     }
 
