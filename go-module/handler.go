@@ -418,6 +418,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			if errors.Is(err, errRefused) {
 				return h.refused(w, pr, worker)
 			}
+			if errors.Is(err, errTruncated) {
+				return h.truncated(w, pr)
+			}
 			if err != nil {
 				// The PHP thread has moved on, or will at its next output: only this
 				// goroutine waited on the client (timeouts write bounds that wait).
@@ -464,6 +467,20 @@ func (h *Handler) expired(w http.ResponseWriter, pr *phpRequest) error {
 	w.WriteHeader(http.StatusGatewayTimeout)
 	_, _ = io.WriteString(w, "504 Gateway Timeout: the PHP script ran past its time limit\n")
 	return nil
+}
+
+// truncated answers a request part of whose response could not be buffered (respond
+// logged why): 500 if nothing left yet, else the response is cut off, never framed as
+// complete.
+func (h *Handler) truncated(w http.ResponseWriter, pr *phpRequest) error {
+	pr.mu.Lock()
+	pr.abandoned = true
+	sent := pr.sent
+	pr.mu.Unlock()
+	if sent {
+		panic(http.ErrAbortHandler)
+	}
+	return caddyhttp.Error(http.StatusInternalServerError, errTruncated)
 }
 
 // refused answers a request the core handed back without serving it, for the reason it

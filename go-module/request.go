@@ -38,6 +38,7 @@ type phpRequest struct {
 	finished  bool    // the DONE callback came: the core forgot this request
 	abandoned bool    // the handler stopped waiting; w and r.Body are off limits
 	expired   bool    // the core gave up on the request (its deadline passed); DONE follows
+	truncated bool    // part of the response could not be buffered: it cannot be sent whole
 	refusal   refusal // the core did not serve the request: the handler answers why
 	core      *C.php_worker_request_t
 	sent      bool         // the headers left for the client
@@ -106,7 +107,7 @@ func (pr *phpRequest) release() {
 		pr.body = nil
 	}
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
-	pr.finished, pr.abandoned, pr.expired, pr.sent, pr.bodyErr = false, false, false, false, nil
+	pr.finished, pr.abandoned, pr.expired, pr.truncated, pr.sent, pr.bodyErr = false, false, false, false, false, nil
 	pr.refusal = refusal{}
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
@@ -137,7 +138,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		pr.signal()
 		return true
 	}
-	ok := !pr.abandoned && !pr.expired
+	ok := !pr.abandoned && !pr.expired && !pr.truncated
 	if flags&C.PHP_WORKER_RESPONSE_REFUSED != 0 {
 		// The core hands the request back (its DONE): the handler writes the answer.
 		if ok {
@@ -169,7 +170,10 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 				// For the handler goroutine to write; the core frees its bytes after this.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: bytes.Clone(body)})
 			} else if err := pr.out.queueBody(body); err != nil {
+				// The rest of the response is lost: the handler answers 500, or cuts the
+				// response off, and PHP is told the client is gone.
 				pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
+				pr.truncated = true
 				ok = false
 			}
 		}
@@ -195,6 +199,9 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 
 // errExpired ends the sending of a response whose request ran past its deadline.
 var errExpired = errors.New("php_worker: the request ran past its time limit")
+
+// errTruncated ends the sending of a response part of which could not be buffered.
+var errTruncated = errors.New("php_worker: part of the response could not be buffered")
 
 // errRefused ends the waiting for a response the core will not produce.
 var errRefused = errors.New("php_worker: the core handed the request back")
@@ -244,6 +251,10 @@ func (pr *phpRequest) send() (bool, error) {
 		if pr.refusal.code != 0 {
 			pr.mu.Unlock()
 			return true, errRefused
+		}
+		if pr.truncated {
+			pr.mu.Unlock()
+			return true, errTruncated
 		}
 		parts, spill, finished := pr.out.take(), pr.out.spill, pr.finished
 		pr.mu.Unlock()

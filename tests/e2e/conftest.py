@@ -126,7 +126,7 @@ def http_get(port, path, headers=None, timeout=30):
 class Server:
     """A running ./caddy with php_worker."""
 
-    def __init__(self, name, caddyfile, port, admin_port, workdir):
+    def __init__(self, name, caddyfile, port, admin_port, workdir, env=None):
         self.name = name
         self.port = port
         self.admin_port = admin_port
@@ -135,7 +135,7 @@ class Server:
         (workdir / "Caddyfile").write_text(caddyfile)
         self.log_file = open(self.log_path, "wb")
         env = dict(os.environ, HOME=str(workdir), XDG_CONFIG_HOME=str(workdir), XDG_DATA_HOME=str(workdir),
-                   PHP_WORKER_TEST_ENV="from-process")
+                   PHP_WORKER_TEST_ENV="from-process", **(env or {}))
         self.proc = subprocess.Popen(
             [str(CADDY), "run", "--config", str(workdir / "Caddyfile"), "--adapter", "caddyfile"],
             cwd=str(REPO), stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
@@ -493,13 +493,13 @@ def start_server(tmp_path_factory):
     WORK.mkdir(parents=True, exist_ok=True)
     servers = []
 
-    def start(name, caddyfile=None, **options):
+    def start(name, caddyfile=None, env=None, **options):
         port, admin_port = free_port(), free_port()
         workdir = WORK / name
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
         text = caddyfile(port, admin_port) if callable(caddyfile) else make_caddyfile(port, admin_port, **options)
-        server = Server(name, text, port, admin_port, workdir)
+        server = Server(name, text, port, admin_port, workdir, env=env)
         servers.append(server)
         return server
 

@@ -278,3 +278,44 @@ def test_responses_waiting_for_clients_survive_reloads(start_server):
         time.sleep(0.1)
     assert spill_files(srv) == []
     assert srv.get("/hello.php").text == "Hello, world!"
+
+
+def read_all(sock, timeout=15):
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        try:
+            got = sock.recv(1 << 20)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not got:
+            break
+        data += got
+    return data
+
+
+def test_a_response_that_cannot_be_buffered_is_never_framed_as_complete(start_server):
+    """response_buffer 128KB and a spill directory that does not exist ($TMPDIR): a
+    response that must spill cannot be kept whole. Before any of it left, the client
+    gets a 500; once its headers left (a slow reader), the response is cut off, never
+    ended with a chunked terminator as if it were whole. Either way the log says why,
+    and the server serves on."""
+    srv = start_server("response-spill-fails", threads=2, env={"TMPDIR": "/nonexistent/php_worker-spill"},
+                       global_extra="\t\tresponse_buffer 128KB", site_extra="")
+    r = srv.get("/big-once.php?mb=2", timeout=15)
+    assert r.status == 500, (r.status, len(r.body))
+    assert len(r.body) < 1 << 20
+
+    sock = slow_readers(srv, 1, "/big.php?mb=8&pause_ms=300")[0]
+    try:
+        assert srv.wait_log(lambda e: "spill file failed" in e.get("msg", "") and "big.php" in e.get("uri", ""),
+                            timeout=15), "the log says the response could not be buffered"
+        data = read_all(sock)
+    finally:
+        sock.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    assert b"Transfer-Encoding: chunked" in head, head
+    assert not body.endswith(b"0\r\n\r\n"), "a response cut short ends without the chunked terminator"
+    assert len(body) < 8 << 20
+    assert srv.get("/hello.php", timeout=5).text == "Hello, world!"
