@@ -408,6 +408,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		timeout = t.C
 	}
 	defer pr.closeOutput()
+	defer pr.endReads(w)
 	for {
 		select {
 		case <-pr.wake:

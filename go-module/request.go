@@ -34,7 +34,13 @@ type phpRequest struct {
 	uri     string
 	handler *Handler
 
+	// Held while the PHP thread reads the body, outside mu: a client that stops sending
+	// holds up nobody else (the watchdog's expiry, the completions). The handler takes
+	// it before it returns (endReads), for r.Body is off limits from then on.
+	readMu sync.Mutex
+
 	mu        sync.Mutex
+	readsOver bool    // the handler is returning: body reads fail at once
 	finished  bool    // the DONE callback came: the core forgot this request
 	abandoned bool    // the handler stopped waiting; w and r.Body are off limits
 	expired   bool    // the core gave up on the request (its deadline passed); DONE follows
@@ -108,6 +114,7 @@ func (pr *phpRequest) release() {
 	}
 	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
 	pr.finished, pr.abandoned, pr.expired, pr.truncated, pr.sent, pr.bodyErr = false, false, false, false, false, nil
+	pr.readsOver = false
 	pr.refusal = refusal{}
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
@@ -282,18 +289,24 @@ func (pr *phpRequest) closeOutput() {
 
 // readBody fills buf from the request body; the count (short only at the end), or -1.
 func (pr *phpRequest) readBody(buf []byte) int {
+	pr.readMu.Lock()
+	defer pr.readMu.Unlock()
 	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.abandoned || pr.expired || pr.bodyErr != nil {
+	if pr.abandoned || pr.expired || pr.readsOver || pr.bodyErr != nil {
+		pr.mu.Unlock()
 		return -1
 	}
+	body, r := pr.body, pr.r
+	pr.mu.Unlock()
 	var n int
 	var err error
-	if pr.body != nil {
-		n, err = pr.body.read(buf)
+	if body != nil {
+		n, err = body.read(buf)
 	} else {
-		n, err = readBody(pr.r.Body, buf)
+		n, err = readBody(r.Body, buf)
 	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	if err != nil {
 		pr.bodyErr = err
 		pr.logger().Warn("reading the request body failed", zap.Error(err))
@@ -302,6 +315,22 @@ func (pr *phpRequest) readBody(buf []byte) int {
 		}
 	}
 	return n
+}
+
+// endReads ends the PHP thread's reading of the body before the handler returns: a
+// read waiting on the client is cut short (its connection's read deadline), and later
+// ones fail at once.
+func (pr *phpRequest) endReads(w http.ResponseWriter) {
+	pr.mu.Lock()
+	pr.readsOver = true
+	pr.mu.Unlock()
+	if pr.readMu.TryLock() {
+		pr.readMu.Unlock()
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	pr.readMu.Lock()
+	pr.readMu.Unlock()
 }
 
 // abandon stops the callbacks from touching the response (the request's context is

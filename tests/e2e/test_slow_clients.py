@@ -319,3 +319,36 @@ def test_a_response_that_cannot_be_buffered_is_never_framed_as_complete(start_se
     assert not body.endswith(b"0\r\n\r\n"), "a response cut short ends without the chunked terminator"
     assert len(body) < 8 << 20
     assert srv.get("/hello.php", timeout=5).text == "Hello, world!"
+
+
+def test_a_client_stalled_mid_body_delays_no_other_requests_deadline(start_server):
+    """request_buffer off: a PHP thread reads a PUT body from a client that stops
+    sending. Its deadline (max_execution_time 1, grace 1s) passes while it waits on the
+    client: the client gets 504 and the thread serves again, and the watchdog, one
+    thread for every pool, is never held by that wait: another request stuck in a long
+    C call (bcrypt) past its own deadline is answered 504 on time too, not 200 when the
+    call returns seconds later."""
+    srv = start_server("stalled-body-deadlines", threads=3, site_extra="",
+                       global_extra="\t\trequest_buffer off\n\t\tphp_ini max_execution_time 1\n\t\ttimeout_grace 1s")
+    # bcrypt's cost doubles its time: find one that runs well past the 2 s deadline.
+    cost, took = 8, 0.0
+    while took < 0.2:
+        cost += 1
+        start = time.monotonic()
+        assert srv.get(f"/bcrypt.php?cost={cost}").text == "60"
+        took = time.monotonic() - start
+    cost += 5  # 32 times as long: about 6 s or more
+
+    marker = srv.workdir / "stall.txt"
+    stalled = {}
+    client = threading.Thread(target=lambda: stalled.setdefault("answer", send_stalled_body(
+        srv, "PUT", f"/body-stall.php?marker={marker}", "application/octet-stream")))
+    client.start()
+    time.sleep(2.5)  # the stalled request's deadline has passed: the watchdog acted on it
+    start = time.monotonic()
+    slow = srv.get(f"/bcrypt.php?cost={cost}", timeout=60)
+    took = time.monotonic() - start
+    assert slow.status == 504, f"{slow.status} after {took:.1f}s: the watchdog was held by the stalled body"
+    client.join(15)
+    assert stalled.get("answer", b"").startswith(b"HTTP/1.1 504 "), stalled.get("answer", b"")[:200]
+    assert srv.get("/hello.php", timeout=10).text == "Hello, world!"
