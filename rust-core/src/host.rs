@@ -4,7 +4,7 @@
 
 pub mod completions;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use completions::{Completion, Completions};
@@ -133,6 +133,9 @@ impl Host {
     }
 
     fn call_respond(&self, handle: usize, response: &Response) -> bool {
+        if callbacks_refused() {
+            return false;
+        }
         match self.callbacks.respond {
             // SAFETY: the pointers in `response` are valid for the duration of the call,
             // which is all the contract of `respond` asks.
@@ -144,6 +147,9 @@ impl Host {
     /// Reads request body bytes into `buf`: the count read (short only at the end of the
     /// body), or None when the body cannot be read (client gone, timeout).
     pub fn read_body(&self, handle: usize, buf: &mut [u8]) -> Option<usize> {
+        if callbacks_refused() {
+            return None;
+        }
         let read_body = self.callbacks.read_body?;
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call.
         let n = unsafe { read_body(handle, buf.as_mut_ptr(), buf.len()) };
@@ -158,12 +164,40 @@ impl Host {
 
     /// Sends a log line with structured fields (see [`fields_json`]).
     pub fn event(&self, handle: usize, level: Level, message: &str, fields: &[LogField<'_>]) {
+        if callbacks_refused() {
+            return;
+        }
         if let Some(log) = self.callbacks.log {
             let fields = fields_json(fields);
             // SAFETY: `message` and `fields` are valid for the duration of the call.
             unsafe { log(handle, level as i32, message.as_ptr(), message.len(), fields.as_ptr(), fields.len()) };
         }
     }
+}
+
+thread_local! {
+    /// Set while the calling thread runs an export the host calls with `#cgo nocallback`
+    /// (see [`without_callbacks`]).
+    static NO_CALLBACKS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every call into the host skipped: for the exports Go calls with
+/// `#cgo nocallback`, where a call back into Go would crash the process. Whatever `f`
+/// drops on any path, a panic's unwinding included (a Request's Drop answers its host),
+/// stays on this side; those exports report failure by their return value instead.
+pub fn without_callbacks<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NO_CALLBACKS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(NO_CALLBACKS.with(|c| c.replace(true)));
+    f()
+}
+
+fn callbacks_refused() -> bool {
+    NO_CALLBACKS.with(Cell::get)
 }
 
 thread_local! {

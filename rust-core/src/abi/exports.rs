@@ -13,7 +13,7 @@ use super::types::{
 use crate::config::{EngineConfig, WorkerSpec};
 use crate::engine::Engine;
 use crate::error::{Error, Result, panic_message};
-use crate::host::Host;
+use crate::host::{Host, without_callbacks};
 use crate::host::completions::Completion;
 use crate::layout::Strings;
 use crate::request::{Request, RunState};
@@ -410,7 +410,9 @@ pub unsafe extern "C" fn php_worker_request_submit(
     handle: usize,
     request_out: *mut *mut RequestHandle,
 ) -> i32 {
-    let result = catch_unwind(AssertUnwindSafe(|| {
+    // Go calls this with #cgo nocallback: a request dropped here (a panic) must not answer
+    // its host, which learns of the failure from the return value.
+    let result = catch_unwind(AssertUnwindSafe(|| without_callbacks(|| {
         // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         if strings.is_null() || spans.is_null() {
@@ -427,7 +429,7 @@ pub unsafe extern "C" fn php_worker_request_submit(
             unsafe { *request_out = state.cast_mut().cast() };
         }
         Ok(())
-    }));
+    })));
     match result {
         Ok(Ok(())) => PHP_WORKER_OK,
         Ok(Err(Error::Stopped)) => PHP_WORKER_ERR_STOPPED,
@@ -581,7 +583,8 @@ pub unsafe extern "C" fn php_worker_completions_take(
     items: *mut *const CompletionEntry,
     len: *mut usize,
 ) -> *mut CompletionsHandle {
-    let batch = catch_unwind(AssertUnwindSafe(|| {
+    // Go calls this with #cgo nocallback: nothing dropped here may call back into Go.
+    let batch = catch_unwind(AssertUnwindSafe(|| without_callbacks(|| {
         // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine) }.ok()?;
         let completions = engine.host().completions()?.take();
@@ -590,7 +593,7 @@ pub unsafe extern "C" fn php_worker_completions_take(
         }
         let entries = completions.iter().map(|c| c.entry()).collect();
         Some(Box::new(CompletionsHandle { _completions: completions, entries }))
-    }))
+    })))
     .ok()
     .flatten();
     let (ptr, n) = batch.as_ref().map_or((std::ptr::null(), 0), |b| (b.entries.as_ptr(), b.entries.len()));

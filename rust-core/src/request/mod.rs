@@ -378,6 +378,34 @@ pub(crate) mod tests {
         (r, handle)
     }
 
+    /// A request dropped unanswered answers its host (Refusal::Lost), except inside the
+    /// exports Go calls with #cgo nocallback, where a call back into Go would crash the
+    /// process: there, not even a panic's unwinding reaches the host.
+    #[test]
+    fn a_request_dropped_where_go_allows_no_callback_never_calls_back() {
+        let (lost, lost_handle) = request("GET", &[], 0, b"", true);
+        drop(lost);
+        assert_eq!(calls_for(lost_handle).len(), 1, "an unanswered request is refused as lost");
+
+        let (request_a, a) = request("GET", &[], 0, b"", true);
+        crate::host::without_callbacks(|| drop(request_a));
+        assert!(calls_for(a).is_empty(), "no call back into the host");
+
+        let (request_b, b) = request("GET", &[], 0, b"", true);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::host::without_callbacks(move || {
+                let _held = request_b;
+                panic!("a bug inside the export");
+            })
+        }));
+        assert!(unwound.is_err());
+        assert!(calls_for(b).is_empty(), "nor while a panic unwinds");
+
+        let (after, after_handle) = request("GET", &[], 0, b"", true);
+        drop(after);
+        assert_eq!(calls_for(after_handle).len(), 1, "callbacks are back once the export returns");
+    }
+
     #[test]
     fn cancel_and_start_race_has_one_winner() {
         let (r, _) = request("GET", &[], 0, b"", true);

@@ -45,6 +45,9 @@ pub const PW_TASK_TIMEOUT: i32 = 2;
 /// It never ran (no such task worker, the sender's own worker, a full queue...).
 pub const PW_TASK_REFUSED: i32 = 3;
 
+/// The answer of a task whose sending failed inside php_worker (a bug; the log says which).
+const INTERNAL_ERROR: &str = "an internal error of php_worker (the server log says which)";
+
 /// How often a waiting sender checks whether its own script was stopped from outside.
 const CHECK_EVERY: Duration = Duration::from_millis(100);
 
@@ -64,6 +67,11 @@ pub unsafe extern "C" fn pw_rs_tasks_run(
     timeout_ms: u64,
     answers: *mut TaskAnswer,
 ) {
+    // Filled first: on a contained panic C reads these, never uninitialised answers.
+    for i in 0..n {
+        // SAFETY: the function's contract: `answers` is writable for `n` answers.
+        unsafe { *answers.add(i) = TaskAnswer { status: PW_TASK_FAILED, data: INTERNAL_ERROR.as_ptr().cast(), len: INTERNAL_ERROR.len() } };
+    }
     guard((), || {
         // SAFETY: the function's contract: `worker` is readable for `worker_len` bytes.
         let worker = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(worker.cast::<u8>(), worker_len) });

@@ -26,7 +26,7 @@ use super::protocol::{Job, Next};
 use super::thread::{Ending, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
 use crate::abi::types::Field;
 use crate::config::WorkerKind;
-use crate::host::{Host, Level, LogField};
+use crate::host::{Host, Level, LogField, log_unattached};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunMode, RunOutcome, RunResult, ShimRequest};
 use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
@@ -355,7 +355,20 @@ pub unsafe extern "C" fn pw_rs_worker_name(name: *mut *const c_char, len: *mut u
 /// `req` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize, real_memory: usize) -> bool {
-    guard(false, || {
+    // On a contained panic `*req` still gets a request C can start: the idle one.
+    guard(None, || {
+        Some(wait_for_request(req, memory, real_memory))
+    })
+    .unwrap_or_else(|| {
+        // SAFETY: the function's contract: `req` is writable.
+        unsafe { fill_idle(req) };
+        false
+    })
+}
+
+/// pw_rs_worker_wait() without its panic guard.
+fn wait_for_request(req: *mut ShimRequest, memory: usize, real_memory: usize) -> bool {
+    {
         let step = with_run(None, |t| Some(ask_for_request(t, memory, real_memory))).expect("with_run answers");
         for (level, message, fields) in &step.lines {
             step.host.event(0, *level, message, fields);
@@ -374,7 +387,7 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize,
                 }
             }
         };
-        with_run(false, |t| {
+        let filled = with_run(None, |t| {
             let scratch = if let Some(Job::Request(request)) = &job {
                 t.begin_request(request);
                 std::mem::take(&mut t.scratch)
@@ -405,11 +418,18 @@ pub unsafe extern "C" fn pw_rs_worker_wait(req: *mut ShimRequest, memory: usize,
                 }
                 Some(Job::Withdrawn(_)) | None => run.idle,
             };
-            // SAFETY: ctx is live until pw_rs_worker_done or the end of the script.
+            // SAFETY: ctx is live until pw_rs_worker_done or the end of the script; `req`
+            // is writable by pw_rs_worker_wait's contract.
             unsafe { *req = (*ctx).shim() };
-            !run.in_flight.is_null()
+            Some(!run.in_flight.is_null())
+        });
+        // None: a contained panic, before `*req` was written.
+        filled.unwrap_or_else(|| {
+            // SAFETY: `req` is writable by pw_rs_worker_wait's contract.
+            unsafe { fill_idle(req) };
+            false
         })
-    })
+    }
 }
 
 /// What pw_rs_worker_wait() found under the thread state's borrow, and does after it.
@@ -501,11 +521,32 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
 /// `req` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pw_rs_worker_idle(req: *mut ShimRequest) {
-    with_run((), |t| {
-        let run = t.run.as_ref().expect("checked by with_run");
-        // SAFETY: idle is live for the whole run.
-        unsafe { *req = (*run.idle).shim() };
-    })
+    // SAFETY: the function's contract: `req` is writable.
+    unsafe { fill_idle(req) }
+}
+
+/// Fills `*req` with the run's idle pseudo-request. C goes on to start whatever `*req`
+/// holds, so when no worker script runs on this thread (a bug: the hooks are called only
+/// from one) the process ends, with a log line, rather than start an uninitialised one.
+///
+/// # Safety
+/// `req` is writable.
+unsafe fn fill_idle(req: *mut ShimRequest) {
+    let idle = guard(None, || {
+        try_with_thread(|t| t.run.as_ref().map(|run| {
+            // SAFETY: idle is live for the whole run.
+            unsafe { (*run.idle).shim() }
+        }))
+        .flatten()
+    });
+    match idle {
+        // SAFETY: the function's contract: `req` is writable.
+        Some(idle) => unsafe { *req = idle },
+        None => {
+            log_unattached(Level::Error, "internal error: a worker hook ran outside a worker script; the process ends", &[]);
+            std::process::abort();
+        }
+    }
 }
 
 #[cfg(test)]
