@@ -334,15 +334,14 @@ func (pr *phpRequest) endReads(w http.ResponseWriter) {
 }
 
 // abandon stops the callbacks from touching the response (the request's context is
-// done) and withdraws the request if it has not started. True when the body stopped
-// arriving before any response left: the client is still there and gets a 408.
+// done). A request still queued is not withdrawn: received whole, it runs (a webhook
+// whose sender gave up, a beacon), and its script sees connection_aborted(), as under
+// php-fpm and FrankenPHP. True when the body stopped arriving before any response left:
+// the client is still there and gets a 408.
 func (pr *phpRequest) abandon() bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.abandoned = true
-	if !pr.finished {
-		cancelRequest(pr.core)
-	}
 	// Caddy's read timeout (timeouts read_body): the client is still there.
 	timedOut := pr.bodyErr != nil && bodyErrorStatus(pr.bodyErr) == http.StatusRequestTimeout
 	return timedOut && !pr.sent
