@@ -16,6 +16,7 @@
 #include <php_variables.h>
 #include <php_output.h>
 #include <ext/spl/spl_exceptions.h>
+#include <ext/session/php_session.h>
 #include <Zend/zend_exceptions.h>
 
 #include "shim.h"
@@ -43,6 +44,40 @@ void pw_worker_script_ended(void)
  * request shutdown and startup hooks around it. */
 static const char *const pw_request_modules[] = {"filter", "session", NULL};
 
+/* The user session save handler (session_set_save_handler()) outlives a worker's
+ * request: the session's request shutdown frees it, as at the end of a php-fpm request,
+ * but the worker code that set it (before the loop, or in an earlier request) does not
+ * run again, and the next session_start() would fail ("Failed to initialize storage
+ * module: user"). Its references are taken before and put back after; the request's
+ * memory holds them either way, so a bailout in between loses nothing. */
+typedef struct {
+	__typeof__(PS(mod_user_names)) names; /* a struct of zvals on 8.4, an array before */
+	zend_string *class_name;
+} pw_session_handler;
+
+static void pw_session_handler_keep(pw_session_handler *kept)
+{
+	memcpy(&kept->names, &PS(mod_user_names), sizeof(kept->names));
+	zval *z = (zval *)&kept->names;
+	for (size_t i = 0; i < sizeof(kept->names) / sizeof(zval); i++) {
+		Z_TRY_ADDREF(z[i]);
+	}
+	kept->class_name = PS(mod_user_class_name) ? zend_string_copy(PS(mod_user_class_name)) : NULL;
+}
+
+static void pw_session_handler_restore(pw_session_handler *kept)
+{
+	zval *now = (zval *)&PS(mod_user_names);
+	for (size_t i = 0; i < sizeof(kept->names) / sizeof(zval); i++) {
+		zval_ptr_dtor(&now[i]); /* UNDEF after the shutdown, unless it set one anew */
+	}
+	memcpy(&PS(mod_user_names), &kept->names, sizeof(kept->names));
+	if (PS(mod_user_class_name)) {
+		zend_string_release(PS(mod_user_class_name));
+	}
+	PS(mod_user_class_name) = kept->class_name;
+}
+
 static void pw_modules_request_hook(bool startup)
 {
 	for (const char *const *name = pw_request_modules; *name; name++) {
@@ -53,7 +88,15 @@ static void pw_modules_request_hook(bool startup)
 		if (startup && module->request_startup_func) {
 			module->request_startup_func(module->type, module->module_number);
 		} else if (!startup && module->request_shutdown_func) {
+			bool session = strcmp(*name, "session") == 0;
+			pw_session_handler kept;
+			if (session) {
+				pw_session_handler_keep(&kept);
+			}
 			module->request_shutdown_func(module->type, module->module_number);
+			if (session) {
+				pw_session_handler_restore(&kept);
+			}
 		}
 	}
 }

@@ -51,3 +51,56 @@ def test_a_request_whose_client_leaves_at_once_still_runs(start_server, tmp_path
     log = tmp_path / "webhook.log"
     assert eventually(lambda: log.exists() and log.read_text(), timeout=10), "the webhook's script ran"
     assert log.read_text() == "event=paid&id=42 aborted=1\n"
+
+
+# A user session save handler in memory, set before the worker's loop (SET_IN=boot) or
+# by the first request that finds none (SET_IN=request).
+SESSION_WORKER = """<?php
+final class MemoryHandler implements SessionHandlerInterface
+{
+    public static array $data = [];
+    public static int $writes = 0;
+    public function open(string $path, string $name): bool { return true; }
+    public function close(): bool { return true; }
+    public function read(string $id): string|false { return self::$data[$id] ?? ''; }
+    public function write(string $id, string $data): bool { self::$writes++; self::$data[$id] = $data; return true; }
+    public function destroy(string $id): bool { unset(self::$data[$id]); return true; }
+    public function gc(int $max): int|false { return 0; }
+}
+$set = false;
+if (getenv('SET_IN') === 'boot') {
+    session_set_save_handler(new MemoryHandler(), false);
+    $set = true;
+}
+while (frankenphp_handle_request(function () use (&$set) {
+    if (!$set) {
+        session_set_save_handler(new MemoryHandler(), false);
+        $set = true;
+    }
+    if (!session_start()) {
+        echo 'session_start failed: ', error_get_last()['message'] ?? '';
+        return;
+    }
+    $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1;
+    echo 'n=', $_SESSION['n'], ' writes=', MemoryHandler::$writes;
+    session_write_close();
+})) {
+}
+"""
+
+
+def test_a_user_session_handler_set_once_serves_every_later_request(start_server, tmp_path):
+    """session_set_save_handler() before the worker's loop, or in an earlier request:
+    every later request's session_start() uses it, as under FrankenPHP, and the session
+    goes on across requests."""
+    (tmp_path / "session.php").write_text(SESSION_WORKER)
+    workers = "".join(f"\t\tworker {{\n\t\t\tfile {tmp_path}/session.php\n\t\t\tname {where}\n\t\t\tnum 1\n"
+                      f"\t\t\tenv SET_IN {where}\n\t\t\tmatch /{where}\n\t\t}}\n" for where in ("boot", "request"))
+    srv = start_server("user-session-handler", threads=3, app=tmp_path, site_extra=workers)
+    for where in ("boot", "request"):
+        first = srv.get(f"/{where}")
+        assert first.text == "n=1 writes=0", (where, first.text)
+        cookie = first.header("Set-Cookie").split(";")[0]
+        for n in (2, 3):
+            r = srv.get(f"/{where}", headers={"Cookie": cookie})
+            assert r.text == f"n={n} writes={n - 1}", (where, r.text)
