@@ -58,6 +58,14 @@ int pw_shim_request_shutdown(int type, int module_number)
 	return SUCCESS;
 }
 
+/* After every module's request shutdown (the session's included), before PHP frees the
+ * request's memory. */
+int pw_shim_post_deactivate(void)
+{
+	pw_session_release_leaked();
+	return SUCCESS;
+}
+
 void pw_php_stopping(zend_execute_data *execute_data, zval *return_value)
 {
 	ZEND_PARSE_PARAMETERS_NONE();

@@ -82,6 +82,8 @@ void pw_task_startup(void);
 /* worker.c: a worker script starts (its boot pseudo-request is active) or ended. */
 void pw_worker_script_begins(void);
 void pw_worker_script_ended(void);
+/* worker.c: closes a session a failed save handler left open, with its lock. */
+void pw_session_release_leaked(void);
 
 /* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
 void pw_crash_trail_thread_begins(void);

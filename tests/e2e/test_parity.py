@@ -2,6 +2,7 @@
 fixtures, each php_worker's bug: the same PHP code must behave the same on both servers."""
 
 import socket
+import threading
 import time
 
 from conftest import eventually, make_caddyfile
@@ -104,3 +105,80 @@ def test_a_user_session_handler_set_once_serves_every_later_request(start_server
         for n in (2, 3):
             r = srv.get(f"/{where}", headers={"Cookie": cookie})
             assert r.text == f"n={n} writes={n - 1}", (where, r.text)
+
+
+# A user save handler that delegates to PHP's files handler (through SessionHandler),
+# as Symfony's StrictSessionHandler does. A request that waits for the session's lock
+# past its time limit fails inside the handler's read() once it gets the lock; the one
+# holding the lock keeps it for 2 s in a child process.
+LOCKING_SESSION = """<?php
+final class Delegating implements SessionHandlerInterface, SessionUpdateTimestampHandlerInterface
+{
+    public function __construct(private SessionHandlerInterface $inner) {}
+    // Strict mode asks whether the id exists: by reading it, which takes the lock.
+    private ?string $validated = null;
+    // Strict mode asks whether the id exists: by reading it (which takes its lock), and
+    // keeping what was read for read(), as Symfony's StrictSessionHandler does.
+    public function validateId(string $id): bool
+    {
+        $this->validated = $this->inner->read($id);
+        return $this->validated !== '';
+    }
+    public function updateTimestamp(string $id, string $data): bool { return $this->write($id, $data); }
+    public function open(string $path, string $name): bool { return $this->inner->open($path, $name); }
+    public function close(): bool { return $this->inner->close(); }
+    public function read(string $id): string|false
+    {
+        [$validated, $this->validated] = [$this->validated, null];
+        // PHP code runs here: a time limit that passed while the lock was awaited ends it.
+        return $validated === '' ? '' : $this->inner->read($id);
+    }
+    public function write(string $id, string $data): bool { return $this->inner->write($id, $data); }
+    public function destroy(string $id): bool { return $this->inner->destroy($id); }
+    public function gc(int $max): int|false { return $this->inner->gc($max); }
+}
+set_time_limit(1);
+ini_set('session.use_strict_mode', '1');
+ini_set('session.save_path', __DIR__ . '/sessions');
+session_set_save_handler(new Delegating(new SessionHandler()), true);
+session_id('parity2368');
+session_start();
+set_time_limit(5);
+echo "started\n";
+flush();
+if (!isset($_GET['quick'])) {
+    system('sleep 2');
+}
+echo 'done';
+"""
+
+
+def test_a_timeout_inside_a_session_handler_releases_the_session_lock(start_server, tmp_path):
+    """2 threads; the first request holds a session's lock for 2 s; the second waits for
+    it past its time limit (1 s) and fails inside the user save handler once it gets the
+    lock. The lock (a flock on the session file, taken by PHP's files handler under the
+    user one) goes with the failed request: the next requests for that session are
+    served (FrankenPHP's issue 2368)."""
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "session.php").write_text(LOCKING_SESSION)
+    srv = start_server("session-lock-timeout", threads=2, app=tmp_path, site_extra="",
+                       global_extra="\t\ttimeout_grace 1s")
+    answers = {}
+
+    def get(name, delay):
+        time.sleep(delay)
+        answers[name] = srv.get("/session.php", timeout=60)
+
+    clients = [threading.Thread(target=get, args=(name, delay)) for name, delay in (("holder", 0), ("waiter", 0.3))]
+    for c in clients:
+        c.start()
+    time.sleep(0.4)
+    get("third", 0)
+    for c in clients:
+        c.join(60)
+    assert answers["holder"].text.endswith("done"), answers["holder"].text[:300]
+    assert answers["waiter"].status in (500, 504), "the waiter ran past its time limit"
+    for _ in range(3):
+        start = time.monotonic()
+        r = srv.get("/session.php?quick=1", timeout=30)
+        assert (r.status, r.text) == (200, "started\ndone"), (r.status, r.text[:300], f"{time.monotonic() - start:.1f}s")

@@ -17,6 +17,9 @@ unsafe extern "C" {
     /// The module's request shutdown: frees what a request left with the module (a
     /// php_worker_on_stop() callback).
     fn pw_shim_request_shutdown(type_: i32, module_number: i32) -> i32;
+    /// After every module's request shutdown: closes a session a failed save handler
+    /// left open (and locked).
+    fn pw_shim_post_deactivate() -> i32;
     /// The module's function table (a `zend_function_entry` array ended by an empty entry),
     /// static in csrc/module.c: every PHP function the module adds, with its arginfo.
     fn pw_shim_functions() -> *const c_void;
@@ -28,6 +31,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .name("php_worker")
         .startup_function(pw_shim_module_startup)
         .request_shutdown_function(pw_shim_request_shutdown)
+        .post_deactivate_function(pw_shim_post_deactivate)
 }
 
 /// The module entry for the SAPI's startup: built once per process, with C's function
