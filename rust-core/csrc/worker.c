@@ -364,7 +364,8 @@ static bool pw_worker_begin(int32_t kind, const char *function, zval *return_val
 	return true;
 }
 
-/* exit() in a handler: the request ends (as failed), and the script unwinds after it. */
+/* exit() in a task's handler: the task ends (as failed), and the script unwinds after
+ * it, its shutdown's output going to the log. */
 static void pw_end_request_on_exit(void)
 {
 	/* Let the request's shutdown run without the pending unwind, then put it back. */
@@ -407,7 +408,14 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 			zend_exception_error(EG(exception), E_ERROR);
 			zend_bailout();
 		}
-		pw_end_request_on_exit();
+		/* exit() ends the script with the request still in flight: PHP unwinds to the
+		 * end of the script, and what its shutdown functions and destructors print goes
+		 * to this request's client (Symfony's dd() relies on it), as under php-fpm and
+		 * FrankenPHP. The thread answers the request after that shutdown, failed: a 500
+		 * unless the script chose a status or its response already left. */
+		if (!SG(headers_sent) && SG(sapi_headers).http_response_code == 200) {
+			SG(sapi_headers).http_response_code = 500;
+		}
 		RETURN_TRUE;
 	}
 

@@ -182,3 +182,37 @@ def test_a_timeout_inside_a_session_handler_releases_the_session_lock(start_serv
         start = time.monotonic()
         r = srv.get("/session.php?quick=1", timeout=30)
         assert (r.status, r.text) == (200, "started\ndone"), (r.status, r.text[:300], f"{time.monotonic() - start:.1f}s")
+
+
+# exit() in a handler, with a shutdown function and an object made outside the handler
+# that print when the script ends.
+EXIT_WORKER = """<?php
+final class Announces
+{
+    public function __destruct() { echo "|destructed"; }
+}
+$announces = new Announces();
+register_shutdown_function(function () { echo "|shut down"; });
+while (frankenphp_handle_request(function () {
+    if (isset($_GET['exit'])) {
+        echo 'before exit';
+        exit(1);
+    }
+    echo 'served';
+})) {
+}
+"""
+
+
+def test_output_after_exit_in_a_handler_reaches_the_client(start_server, tmp_path):
+    """exit() in a worker's handler ends the script with the request in flight: what
+    its shutdown functions and destructors print goes to that request's client after
+    the handler's own output (Symfony's dd() relies on it), and the worker boots again."""
+    (tmp_path / "exit.php").write_text(EXIT_WORKER)
+    worker = f"\t\tworker {{\n\t\t\tfile {tmp_path}/exit.php\n\t\t\tnum 1\n\t\t\tmatch /exit*\n\t\t}}"
+    srv = start_server("exit-output", threads=2, app=tmp_path, site_extra=worker)
+    assert srv.get("/exit").text == "served"
+    r = srv.get("/exit?exit=1")
+    assert r.text == "before exit|shut down|destructed", r.text
+    assert r.status == 500, "exit() fails the request unless the script chose a status"
+    assert srv.get("/exit").text == "served"

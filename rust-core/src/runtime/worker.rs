@@ -233,14 +233,18 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
     };
     if !run.in_flight.is_null() {
         end.request_failed = true;
-        end.handled += 1; // counted like a request that failed through exit()
-        // The script died inside the handler: the request gets what PHP printed, as a 500.
+        end.handled += 1;
+        // The script ended inside the handler, on an error or exit(): the request gets
+        // what PHP printed up to the end of the script's shutdown, as a 500 unless a
+        // status was chosen or the response left.
         // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
         let ctx = unsafe { Box::from_raw(run.in_flight) };
-        ctx.event(Level::Error, "request failed and ended the worker script", &[
-            ("worker", generation.spec.name.as_str().into()),
-            ("thread", info.name().into()),
-        ]);
+        let fields = [("worker", generation.spec.name.as_str().into()), ("thread", info.name().into())];
+        if end.outcome.fatal || end.result != RunResult::Ok {
+            ctx.event(Level::Error, "request failed and ended the worker script", &fields);
+        } else {
+            ctx.event(Level::Debug, "exit() in the handler ended the worker script", &fields);
+        }
         end_request(outcome.memory, ctx.finish(true));
     }
     // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
