@@ -266,6 +266,16 @@ func (h *Handler) matchWorker(r *http.Request) *WorkerConfig {
 	return nil
 }
 
+// owns says whether w is one of this site's own workers (not a global one).
+func (h *Handler) owns(w *WorkerConfig) bool {
+	for i := range h.Workers {
+		if &h.Workers[i] == w {
+			return true
+		}
+	}
+	return false
+}
+
 // workerFor is the worker whose file is filename: this site's first, then global ones.
 func (h *Handler) workerFor(filename string) *WorkerConfig {
 	var matching *WorkerConfig // a worker with match patterns serves its file too, unless one without does
@@ -337,8 +347,13 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	pool := uint32(C.PHP_WORKER_CLASSIC_POOL)
 	if worker != nil {
 		pool = worker.pool.id
-		// The worker's env includes the site's; the core has its pool's part.
-		buildRequest(b, r, s, repl, worker.requestEnv)
+		if h.owns(worker) {
+			// The worker's env includes the site's; the core has its pool's part.
+			buildRequest(b, r, s, repl, worker.requestEnv)
+		} else {
+			// A global worker: this site's env comes after, and wins, for its requests.
+			buildRequest(b, r, s, repl, worker.requestEnv, h.env)
+		}
 	} else {
 		buildRequest(b, r, s, repl, h.env)
 	}
@@ -434,6 +449,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 				return nil
 			}
 		case <-r.Context().Done():
+			// A read of the body in progress ends first: its error says whether the body
+			// stopped arriving (a 408) or the client left.
+			pr.endReads(w)
 			if pr.abandon() {
 				return caddyhttp.Error(http.StatusRequestTimeout, errors.New("php_worker: the request body stopped arriving"))
 			}
