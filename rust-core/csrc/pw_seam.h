@@ -293,6 +293,10 @@ extern int32_t pw_shim_module_startup(int32_t type_, int32_t module_number);
 // php_worker_on_stop() callback).
 extern int32_t pw_shim_request_shutdown(int32_t type_, int32_t module_number);
 
+// After every module's request shutdown: closes a session a failed save handler
+// left open (and locked).
+extern int32_t pw_shim_post_deactivate(void);
+
 // The module's function table (a `zend_function_entry` array ended by an empty entry),
 // static in csrc/module.c: every PHP function the module adds, with its arginfo.
 extern const void *pw_shim_functions(void);
@@ -305,7 +309,8 @@ bool pw_rs_flush(void *ctx);
 void pw_rs_header(void *ctx, const char *line, size_t len);
 
 // The env the request inherits from its worker pool, registered in `$_SERVER` after
-// the request's own pairs; no pairs outside a worker pool.
+// the request's CGI variables and headers, before its own env; no pairs outside a
+// worker pool.
 void pw_rs_inherited_env(void *ctx, pw_shim_vars *vars);
 
 // Splits a header line into its name and value (offsets into `line`), as the response
@@ -323,8 +328,11 @@ size_t pw_rs_read_post(void *ctx, char *buf, size_t len, bool *aborted);
 // The Cookie header, owned by the request (PHP copies it before parsing).
 char *pw_rs_read_cookies(void *ctx);
 
-// The request's `$_SERVER` pairs (the shim adds the process environment before them).
-void pw_rs_server_vars(void *ctx, pw_shim_vars *vars);
+// The request's `$_SERVER` pairs in two parts: its CGI variables and headers (`vars`),
+// then its configured env (`env`). The shim adds the process environment before them,
+// and a worker pool's env between the two: a request's env wins over its pool's, as
+// in getenv().
+void pw_rs_server_vars(void *ctx, pw_shim_vars *vars, pw_shim_vars *env);
 
 int pw_rs_proto_num(void *ctx);
 

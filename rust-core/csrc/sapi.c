@@ -200,14 +200,15 @@ static void pw_sapi_register_server_variables(zval *track_vars)
 		ZVAL_INTERNED_STR(&zv, pw_env_strings[2 * i + 1]);
 		zend_hash_update(ht, pw_env_strings[2 * i], &zv);
 	}
-	pw_shim_vars request = {0};
-	pw_rs_server_vars(ctx, &request);
+	pw_shim_vars request = {0}, env = {0};
+	pw_rs_server_vars(ctx, &request, &env);
 	pw_register_request_vars(&request, track_vars);
-	/* A worker pool's env, sent once for the pool, after the request's own pairs: env
-	 * wins over CGI variables and headers, as it does within a request's pairs. */
+	/* A worker pool's env, sent once for the pool: env wins over CGI variables and
+	 * headers; the request's own env (a site's, for a global worker) wins over it. */
 	pw_shim_vars inherited = {0};
 	pw_rs_inherited_env(ctx, &inherited);
 	pw_register_request_vars(&inherited, track_vars);
+	pw_register_request_vars(&env, track_vars);
 }
 
 /* PHP's own lookups (sapi_getenv) see what getenv() sees: the one path, in Rust. */

@@ -216,3 +216,25 @@ def test_output_after_exit_in_a_handler_reaches_the_client(start_server, tmp_pat
     assert r.text == "before exit|shut down|destructed", r.text
     assert r.status == 500, "exit() fails the request unless the script chose a status"
     assert srv.get("/exit").text == "served"
+
+
+ENV_WORKER = """<?php
+while (frankenphp_handle_request(function () {
+    header('Content-Type: application/json');
+    echo json_encode(array_map(fn ($k) => [$_SERVER[$k] ?? null, getenv($k)], ['FOO' => 'FOO', 'BAR' => 'BAR', 'HOST' => 'HOST']));
+})) {
+}
+"""
+
+
+def test_a_sites_env_reaches_the_requests_a_global_worker_serves(start_server, tmp_path):
+    """A global worker with `env FOO bar`, serving a site whose php_worker block sets
+    `env FOO baz`, `env BAR site` and a placeholder: the site's env wins for that site's
+    requests, in $_SERVER and getenv(), as FrankenPHP's does."""
+    (tmp_path / "w.php").write_text(ENV_WORKER)
+    srv = start_server("site-env-global-worker", lambda port, admin: make_caddyfile(
+        port, admin, threads=3, app=tmp_path,
+        global_extra=f"\t\tworker {{\n\t\t\tfile {tmp_path}/w.php\n\t\t\tnum 1\n\t\t\tenv FOO bar\n\t\t}}",
+        site_extra="\t\tenv FOO baz\n\t\tenv BAR site\n\t\tenv HOST {http.request.host}"))
+    got = srv.get("/w.php", headers={"Host": "example.test"}).json()
+    assert got == {"FOO": ["baz", "baz"], "BAR": ["site", "site"], "HOST": ["example.test", "example.test"]}, got

@@ -182,6 +182,11 @@ impl Request {
     }
 
     /// The `$_SERVER` pairs as (spans, pair count), four u32 per pair.
+    /// How many of the last variables are the configured env.
+    pub fn env_pair_count(&self) -> usize {
+        self.env_pairs
+    }
+
     pub fn var_spans(&self) -> (&[u32], usize) {
         let vars = &self.spans[2 * Field::Count as usize..];
         (vars, vars.len() / 4)

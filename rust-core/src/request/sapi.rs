@@ -66,7 +66,8 @@ unsafe extern "C" fn pw_rs_header(ctx: *mut c_void, line: *const c_char, len: us
 }
 
 /// The env the request inherits from its worker pool, registered in `$_SERVER` after
-/// the request's own pairs; no pairs outside a worker pool.
+/// the request's CGI variables and headers, before its own env; no pairs outside a
+/// worker pool.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_inherited_env(ctx: *mut c_void, vars: *mut ShimVars) {
     guard((), || {
@@ -137,15 +138,24 @@ unsafe extern "C" fn pw_rs_read_cookies(ctx: *mut c_void) -> *mut c_char {
     })
 }
 
-/// The request's `$_SERVER` pairs (the shim adds the process environment before them).
+/// The request's `$_SERVER` pairs in two parts: its CGI variables and headers (`vars`),
+/// then its configured env (`env`). The shim adds the process environment before them,
+/// and a worker pool's env between the two: a request's env wins over its pool's, as
+/// in getenv().
 #[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars) {
+unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars, env: *mut ShimVars) {
     guard((), || {
         // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
         if let Some(ctx) = unsafe { context(ctx) } {
-            let (spans, pairs) = ctx.request().var_spans();
-            // SAFETY: the shim passes a writable struct.
-            unsafe { *vars = ShimVars { block: ctx.request().block().as_ptr().cast(), spans: spans.as_ptr(), pairs } };
+            let request = ctx.request();
+            let (spans, pairs) = request.var_spans();
+            let own = pairs - request.env_pair_count();
+            let block = request.block().as_ptr().cast();
+            // SAFETY: the shim passes writable structs; each pair has 4 spans.
+            unsafe {
+                *vars = ShimVars { block, spans: spans.as_ptr(), pairs: own };
+                *env = ShimVars { block, spans: spans[4 * own..].as_ptr(), pairs: pairs - own };
+            }
         }
     })
 }
