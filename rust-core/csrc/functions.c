@@ -173,6 +173,9 @@ static void pw_php_putenv(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_STRING(setting, len)
 	ZEND_PARSE_PARAMETERS_END();
 
+	/* The C environment ends a setting at its first NUL, and PHP's putenv() with it:
+	 * "A\0B=v" unsets A, and no name holds a NUL. */
+	len = strnlen(setting, len);
 	if (len == 0 || setting[0] == '=') {
 		zend_argument_value_error(1, "must have a valid syntax");
 		RETURN_THROWS();
@@ -201,6 +204,8 @@ static void pw_php_getenv(zend_execute_data *execute_data, zval *return_value)
 	}
 	const char *value;
 	size_t value_len;
+	/* As the C environment reads it: up to the first NUL. */
+	name_len = strnlen(name, name_len);
 	if (pw_rs_env_get(SG(server_context), name, name_len, &value, &value_len)) {
 		RETURN_STRINGL(value, value_len);
 	}

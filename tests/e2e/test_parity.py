@@ -1,11 +1,13 @@
 """Behaviours where php_worker answered otherwise than FrankenPHP on FrankenPHP's own test
 fixtures, each php_worker's bug: the same PHP code must behave the same on both servers."""
 
+import json
 import socket
+import subprocess
 import threading
 import time
 
-from conftest import eventually, make_caddyfile
+from conftest import CADDY, eventually, make_caddyfile
 
 COUNTER = """<?php
 $count = 0;
@@ -238,3 +240,21 @@ def test_a_sites_env_reaches_the_requests_a_global_worker_serves(start_server, t
         site_extra="\t\tenv FOO baz\n\t\tenv BAR site\n\t\tenv HOST {http.request.host}"))
     got = srv.get("/w.php", headers={"Host": "example.test"}).json()
     assert got == {"FOO": ["baz", "baz"], "BAR": ["site", "site"], "HOST": ["example.test", "example.test"]}, got
+
+
+PUTENV = """<?php
+putenv('PW_PARITY=1');
+$set = putenv("PW_PARITY\\0B=v");
+echo json_encode([$set, getenv("PW_PARITY\\0B"), getenv('PW_PARITY')]);
+"""
+
+
+def test_putenv_ends_a_setting_at_a_nul_byte_as_php_does(start_server, tmp_path):
+    """putenv("A\\0B=v") sets no variable whose name holds a NUL: the C environment ends
+    the setting at the NUL, so PHP unsets A; php_worker's per-thread environment does the
+    same, and agrees with php-cli."""
+    (tmp_path / "putenv.php").write_text(PUTENV)
+    srv = start_server("putenv-nul", threads=2, app=tmp_path, site_extra="")
+    assert srv.get("/putenv.php").json() == [True, False, False]
+    cli = subprocess.run([str(CADDY), "php-cli", str(tmp_path / "putenv.php")], capture_output=True, text=True, timeout=60)
+    assert json.loads(cli.stdout) == [True, False, False], cli
