@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -72,8 +73,14 @@ type Handler struct {
 	fileServer *fileserver.FileServer
 	env        [][2]string
 	root       string    // resolved root when Root has no placeholders
-	roots      *sync.Map // placeholder root -> resolved root
+	roots      *sync.Map // placeholder root -> resolved root, at most maxCachedRoots
+	rootsKept  *atomic.Int64
 }
+
+// maxCachedRoots bounds the resolved roots kept for a root with placeholders: one per
+// Host a client sends, say, which would otherwise grow without bound. Past it, roots are
+// resolved for each request.
+const maxCachedRoots = 1024
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
@@ -136,7 +143,7 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 		h.env = append(h.env, [2]string{k, h.Env[k]})
 	}
 
-	h.roots = new(sync.Map)
+	h.roots, h.rootsKept = new(sync.Map), new(atomic.Int64)
 	if !strings.Contains(h.Root, "{") {
 		root, err := h.absRoot(h.Root)
 		if err != nil {
@@ -209,7 +216,11 @@ func (h *Handler) rootFor(repl *caddy.Replacer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h.roots.Store(raw, abs)
+	if h.rootsKept.Load() < maxCachedRoots {
+		if _, loaded := h.roots.LoadOrStore(raw, abs); !loaded {
+			h.rootsKept.Add(1)
+		}
+	}
 	return abs, nil
 }
 

@@ -11,10 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
@@ -82,7 +85,8 @@ func TestRefusalsAreAnsweredByTheHandler(t *testing.T) {
 			"503 Service Unavailable: worker app fails to start; the server log says why\n", "2"},
 		{refusal{code: refusedBootFailing, retryAfter: 100 * time.Millisecond}, worker,
 			"503 Service Unavailable: worker app fails to start; the server log says why\n", "1"},
-		{refusal{code: refusedLost}, worker, "503 Service Unavailable: the request was lost\n", "1"},
+		// PHP_WORKER_REFUSED_LOST, or a code this version does not know.
+		{refusal{code: 99}, worker, "503 Service Unavailable: the request was lost\n", "1"},
 	} {
 		w := httptest.NewRecorder()
 		if err := h.refused(w, &phpRequest{refusal: tc.why}, tc.worker); err != nil {
@@ -146,5 +150,27 @@ func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
 		if !pr.finished {
 			t.Error("DONE came")
 		}
+	}
+}
+
+// TestRootForBoundsItsCache: a root with a placeholder resolves per request, and keeps
+// at most maxCachedRoots results, however many hosts clients send.
+func TestRootForBoundsItsCache(t *testing.T) {
+	follow := false
+	h := &Handler{Root: "/srv/{http.request.host}", ResolveRootSymlink: &follow}
+	h.roots, h.rootsKept = new(sync.Map), new(atomic.Int64)
+	for i := 0; i < 3*maxCachedRoots; i++ {
+		repl := caddy.NewReplacer()
+		host := fmt.Sprintf("host%d.test", i)
+		repl.Set("http.request.host", host)
+		root, err := h.rootFor(repl)
+		if err != nil || root != "/srv/"+host {
+			t.Fatalf("rootFor(%s) = %q, %v", host, root, err)
+		}
+	}
+	kept := 0
+	h.roots.Range(func(_, _ any) bool { kept++; return true })
+	if kept != maxCachedRoots || h.rootsKept.Load() != maxCachedRoots {
+		t.Fatalf("%d roots cached (counted %d), want %d", kept, h.rootsKept.Load(), maxCachedRoots)
 	}
 }
