@@ -197,7 +197,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			ok = false
 		}
 	}
-	if flags&C.PHP_WORKER_RESPONSE_DONE != 0 {
+	if flags&responseDone != 0 {
 		pr.finished = true
 	}
 	pr.signal()
@@ -220,16 +220,15 @@ type refusal struct {
 	retryAfter time.Duration
 }
 
-// responseDone is the flag of a request's last response call.
-const responseDone = C.PHP_WORKER_RESPONSE_DONE
-
 // The core's refusal codes.
 const (
 	refusedStopped     = C.PHP_WORKER_REFUSED_STOPPED
 	refusedBootFailing = C.PHP_WORKER_REFUSED_BOOT_FAILING
 	refusedBody        = C.PHP_WORKER_REFUSED_BODY
-	refusedLost        = C.PHP_WORKER_REFUSED_LOST
 )
+
+// responseDone is the flag of a request's last response call.
+const responseDone = C.PHP_WORKER_RESPONSE_DONE
 
 // markSent notes whether parts that left carried the headers. The caller holds mu.
 func (pr *phpRequest) markSent(parts []responsePart) {

@@ -83,7 +83,6 @@ void pw_fill_request_info(const pw_shim_request *req)
 	SG(request_info).content_type = req->content_type;
 	SG(request_info).content_length = req->content_length < 0 ? 0 : req->content_length;
 	SG(request_info).path_translated = (char *)req->path_translated;
-	SG(request_info).proto_num = req->proto_num;
 	SG(request_info).argc = req->argc;
 	SG(request_info).argv = (char **)req->argv;
 	pw_crash_trail_request(req->script_filename);

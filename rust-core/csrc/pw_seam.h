@@ -166,8 +166,6 @@ typedef struct {
   const char *authorization;
   // 0 when unknown (chunked).
   int64_t content_length;
-  // 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2, 3000 for HTTP/3.
-  int proto_num;
   // The script's command line (`$argv`), `argc` NUL-terminated strings, for a
   // scheduled job; 0 and NULL for everything else.
   int argc;
@@ -334,6 +332,9 @@ char *pw_rs_read_cookies(void *ctx);
 // in getenv().
 void pw_rs_server_vars(void *ctx, pw_shim_vars *vars, pw_shim_vars *env);
 
+// The request's HTTP version as PHP counts it (1000 for HTTP/1.0, 1001 for HTTP/1.1,
+// 2000 for HTTP/2, 3000 for HTTP/3), for the SAPI's activate hook: PHP's
+// sapi_activate() resets it just before.
 int pw_rs_proto_num(void *ctx);
 
 // PHP's log lines (errors, error_log()) with their syslog level. `line` has the parts of

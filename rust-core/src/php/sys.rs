@@ -26,8 +26,6 @@ pub struct ShimRequest {
     pub authorization: *const c_char,
     /// 0 when unknown (chunked).
     pub content_length: i64,
-    /// 1000 for HTTP/1.0, 1001 for HTTP/1.1, 2000 for HTTP/2, 3000 for HTTP/3.
-    pub proto_num: c_int,
     /// The script's command line (`$argv`), `argc` NUL-terminated strings, for a
     /// scheduled job; 0 and NULL for everything else.
     pub argc: c_int,

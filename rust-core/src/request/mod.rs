@@ -241,7 +241,6 @@ impl Request {
             script_filename: c(Field::ScriptFilename),
             authorization: self.field_ptr_or_null(Field::Authorization),
             content_length: self.content_length.max(0),
-            proto_num: self.proto_num(),
             argc: 0,
             argv: std::ptr::null(),
         }

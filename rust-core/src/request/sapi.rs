@@ -160,6 +160,9 @@ unsafe extern "C" fn pw_rs_server_vars(ctx: *mut c_void, vars: *mut ShimVars, en
     })
 }
 
+/// The request's HTTP version as PHP counts it (1000 for HTTP/1.0, 1001 for HTTP/1.1,
+/// 2000 for HTTP/2, 3000 for HTTP/3), for the SAPI's activate hook: PHP's
+/// sapi_activate() resets it just before.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pw_rs_proto_num(ctx: *mut c_void) -> c_int {
     // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.

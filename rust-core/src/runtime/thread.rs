@@ -313,9 +313,4 @@ impl PhpThread {
         self.info.end_request(memory, now);
         self.info.set_stuck(false).then_some(ran)
     }
-
-    /// Logs on behalf of this thread, outside any request.
-    pub fn log(&self, level: Level, message: &str) {
-        self.host.log(0, level, message);
-    }
 }
