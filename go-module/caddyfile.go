@@ -287,6 +287,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		split <ext...>
 //		file_server off
 //		env <key> <value>
+//		request_body_timeout <duration>|off
 //		worker <file> [<num>]
 //		worker {
 //			file <path>
@@ -375,6 +376,20 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := parseEnv(d, &h.Env); err != nil {
 					return err
 				}
+			case "request_body_timeout":
+				var v string
+				if !d.AllArgs(&v) {
+					return d.ArgErr()
+				}
+				if v == "off" || v == "0" {
+					h.RequestBodyTimeout = -1
+					break
+				}
+				t, err := caddy.ParseDuration(v)
+				if err != nil || t <= 0 {
+					return d.Errf("request_body_timeout takes a duration, 0 or off: %q", v)
+				}
+				h.RequestBodyTimeout = caddy.Duration(t)
 			case "worker":
 				w, err := parseWorker(d, true, dl)
 				if err != nil {

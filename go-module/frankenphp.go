@@ -114,8 +114,6 @@ func unsupportedFrankenPHPOption(d *caddyfile.Dispenser, dl dialect, name string
 			"limit is `worker { max_requests <n> }`"
 	case (dl == dialectPHPServer || dl == dialectPHP) && name == "name":
 		why = "php_worker labels a site's workers in logs and metrics by their own name or file"
-	case (dl == dialectPHPServer || dl == dialectPHP) && name == "request_body_timeout":
-		why = "use Caddy's `servers { timeouts { read_body <duration> } }` global option"
 	case (dl == dialectPHPServer || dl == dialectPHP) && name == "hot_reload":
 		why = "php_worker has no Mercure hub; `worker { watch }` restarts workers when files change"
 	default:

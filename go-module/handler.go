@@ -63,6 +63,12 @@ type Handler struct {
 	// values while it boots, with placeholders left as written).
 	Env map[string]string `json:"env,omitempty"`
 
+	// How long a request body may stay idle, no byte arriving, before the request ends
+	// with 408: a client that stalls mid-upload holds no goroutine or PHP thread for
+	// longer (FrankenPHP's request_body_timeout). Default: 60s; negative turns it off
+	// (Caddy's own timeouts, read_body, still apply).
+	RequestBodyTimeout caddy.Duration `json:"request_body_timeout,omitempty"`
+
 	// Workers of this site: a request whose resolved script is a worker's file, or
 	// whose path matches one of its match patterns, goes to that worker.
 	Workers []WorkerConfig `json:"workers,omitempty"`
@@ -277,6 +283,35 @@ func (h *Handler) matchWorker(r *http.Request) *WorkerConfig {
 	return nil
 }
 
+// defaultRequestBodyTimeout is RequestBodyTimeout's default, FrankenPHP's.
+const defaultRequestBodyTimeout = 60 * time.Second
+
+// bodyIdleTimeout is how long the body may stay idle; 0 for no limit.
+func (h *Handler) bodyIdleTimeout() time.Duration {
+	switch t := time.Duration(h.RequestBodyTimeout); {
+	case t < 0:
+		return 0
+	case t == 0:
+		return defaultRequestBodyTimeout
+	default:
+		return t
+	}
+}
+
+// idleBody ends a read of the request body that waits longer than idle for a byte: the
+// connection's read deadline moves before each read (a timeout reads as
+// os.ErrDeadlineExceeded, answered 408).
+type idleBody struct {
+	io.ReadCloser
+	conn *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.conn.SetReadDeadline(time.Now().Add(b.idle))
+	return b.ReadCloser.Read(p)
+}
+
 // owns says whether w is one of this site's own workers (not a global one).
 func (h *Handler) owns(w *WorkerConfig) bool {
 	for i := range h.Workers {
@@ -333,6 +368,9 @@ func (h *Handler) refuse(r *http.Request, status int, reason string) error {
 // servePHP hands the request to a PHP thread (of worker's pool, or the classic pool
 // when worker is nil) and waits for its response.
 func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, repl *caddy.Replacer, worker *WorkerConfig) error {
+	if idle := h.bodyIdleTimeout(); idle > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, conn: http.NewResponseController(w), idle: idle}
+	}
 	// The body first, whole when buffering is on (body.go): no PHP thread waits on it.
 	// A body PHP would refuse (past post_max_size) is not read ahead: PHP refuses it
 	// without reading it, as it always did.

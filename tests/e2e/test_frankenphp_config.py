@@ -145,7 +145,7 @@ def test_php_runs_only_the_scripts_requests_name(site):
      "frankenphp max_requests: this FrankenPHP option has no php_worker counterpart"),
     (":8080 {\n\tphp_server {\n\t\tname app\n\t}\n}\n",
      "php_server name: this FrankenPHP option has no php_worker counterpart"),
-    (":8080 {\n\tphp_server {\n\t\trequest_body_timeout 10s\n\t}\n}\n", "read_body"),
+    (":8080 {\n\tphp_server {\n\t\trequest_body_timeout soon\n\t}\n}\n", "request_body_timeout takes a duration"),
     (":8080 {\n\tphp_server {\n\t\tworker {\n\t\t\tfile w.php\n\t\t\tmax_consecutive_failures 6\n\t\t}\n\t}\n}\n",
      "only -1 is accepted"),
     (":8080 {\n\tphp_server {\n\t\ttry_files {path} app.php\n\t}\n}\n", "takes try_files only in that form"),

@@ -7,7 +7,7 @@ import subprocess
 import threading
 import time
 
-from conftest import CADDY, eventually, make_caddyfile
+from conftest import CADDY, eventually, make_caddyfile, send_stalled_body
 
 COUNTER = """<?php
 $count = 0;
@@ -258,3 +258,20 @@ def test_putenv_ends_a_setting_at_a_nul_byte_as_php_does(start_server, tmp_path)
     assert srv.get("/putenv.php").json() == [True, False, False]
     cli = subprocess.run([str(CADDY), "php-cli", str(tmp_path / "putenv.php")], capture_output=True, text=True, timeout=60)
     assert json.loads(cli.stdout) == [True, False, False], cli
+
+
+def test_request_body_timeout_ends_a_stalled_upload_with_408(start_server):
+    """FrankenPHP's request_body_timeout (php_server, php, php_worker): a body from
+    which no byte arrives for that long ends with 408, whether it is read ahead
+    (buffered) or streamed to PHP (a PUT with request_buffer off reading php://input),
+    with no Caddy read timeout set; the thread serves again."""
+    site = "\t\trequest_body_timeout 1s"
+    buffered = start_server("body-timeout", threads=2, site_extra=site)
+    streamed = start_server("body-timeout-streamed", threads=2, site_extra=site,
+                            global_extra="\t\trequest_buffer off")
+    for srv in (buffered, streamed):
+        start = time.monotonic()
+        marker = srv.workdir / "stall.txt"
+        answer = send_stalled_body(srv, "PUT", f"/body-stall.php?marker={marker}", "application/octet-stream")
+        assert answer.startswith(b"HTTP/1.1 408 "), (srv.name, answer[:200], f"{time.monotonic() - start:.1f}s")
+        assert srv.get("/hello.php").text == "Hello, world!"
