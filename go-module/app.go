@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sort"
 	"sync"
 	"time"
 
@@ -33,6 +34,13 @@ type App struct {
 	// the rest; the log says what it chose. Default: num_threads plus what the workers'
 	// own max_threads add (no autoscaling when none is set).
 	MaxThreads ThreadLimit `json:"max_threads,omitempty"`
+
+	// After this many requests a PHP thread starts a fresh PHP context, classic and
+	// worker threads alike (a worker's script ends first, as with its own max_requests,
+	// and boots again on the fresh context): what extensions leak in a thread's own
+	// storage goes with it. FrankenPHP's global max_requests. Changing it restarts PHP,
+	// as a php_ini change does. Default: 0, never.
+	MaxRequests int `json:"max_requests,omitempty"`
 
 	// How long a thread added by autoscaling may wait for a request before it ends.
 	// Default: 5s.
@@ -325,6 +333,9 @@ func (a *App) Validate() error {
 	if a.MaxStuckThreads < 0 {
 		return fmt.Errorf("max_stuck_threads must not be negative, got %d", a.MaxStuckThreads)
 	}
+	if a.MaxRequests < 0 {
+		return fmt.Errorf("max_requests must not be negative, got %d", a.MaxRequests)
+	}
 	if a.SharedStoreSize < 0 || a.LocalStoreSize < 0 {
 		return fmt.Errorf("shared_store_size and local_store_size must not be negative")
 	}
@@ -374,16 +385,25 @@ type engineSettings struct {
 	PHPIni PHPIni `json:"php_ini,omitempty"`
 	// Defaults under php.ini (a portable binary's extension_dir).
 	INIDefaults map[string]string `json:"ini_defaults,omitempty"`
+	// The app's max_requests: requests per PHP context.
+	ThreadMaxRequests int `json:"thread_max_requests,omitempty"`
 }
 
 // equal tells whether an engine started with s runs as one started with o.
 func (s engineSettings) equal(o engineSettings) bool {
-	return s.PHPIni.Equal(o.PHPIni) && maps.Equal(s.INIDefaults, o.INIDefaults)
+	return s.PHPIni.Equal(o.PHPIni) && maps.Equal(s.INIDefaults, o.INIDefaults) &&
+		s.ThreadMaxRequests == o.ThreadMaxRequests
 }
 
-// changedKeys lists, sorted, the php_ini keys whose values differ between s and o.
+// changedKeys lists, sorted, the settings whose values differ between s and o: php_ini
+// keys, and max_requests.
 func (s engineSettings) changedKeys(o engineSettings) []string {
-	return s.PHPIni.ChangedKeys(o.PHPIni)
+	keys := s.PHPIni.ChangedKeys(o.PHPIni)
+	if s.ThreadMaxRequests != o.ThreadMaxRequests {
+		keys = append(keys, "max_requests")
+		sort.Strings(keys)
+	}
+	return keys
 }
 
 // makePlan splits the threads between the classic pool and the workers registered so
@@ -407,7 +427,9 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan{settings: withBundle(a.PHPIni), classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
+	settings := withBundle(a.PHPIni)
+	settings.ThreadMaxRequests = a.MaxRequests
+	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
 		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
 		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
 		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil

@@ -26,6 +26,7 @@ import (
 //			shutdown_timeout <duration>
 //			timeout_grace <duration>|off
 //			max_stuck_threads <n>
+//			max_requests <n>
 //			shared_store_size <size>
 //			local_store_size <size>
 //			response_buffer <size>|off
@@ -109,6 +110,12 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return err
 				}
 				a.NumThreads = n
+			case "max_requests":
+				n, err := intArg(d, 0)
+				if err != nil {
+					return err
+				}
+				a.MaxRequests = n
 			case "max_threads":
 				var v string
 				if !d.AllArgs(&v) {

@@ -109,9 +109,6 @@ func (dl dialect) frankenPHP() bool { return dl != dialectPHPWorker }
 func unsupportedFrankenPHPOption(d *caddyfile.Dispenser, dl dialect, name string) error {
 	var why string
 	switch {
-	case dl == dialectFrankenPHP && name == "max_requests":
-		why = "php_worker does not restart whole threads after a number of requests; a worker script's own " +
-			"limit is `worker { max_requests <n> }`"
 	case (dl == dialectPHPServer || dl == dialectPHP) && name == "name":
 		why = "php_worker labels a site's workers in logs and metrics by their own name or file"
 	case (dl == dialectPHPServer || dl == dialectPHP) && name == "hot_reload":

@@ -67,8 +67,8 @@ func TestFrankenPHPOptionsWithoutACounterpartAreRefused(t *testing.T) {
 		block  string
 		expect string
 	}{
-		{dialectFrankenPHP, "frankenphp {\n max_requests 10\n}", "has no php_worker counterpart"},
-		{dialectPHPWorker, "php_worker {\n max_requests 10\n}", "unknown php_worker option"},
+		{dialectFrankenPHP, "frankenphp {\n max_requests -1\n}", "must be a non-negative integer"},
+		{dialectPHPWorker, "php_worker {\n max_request 10\n}", "unknown php_worker option"},
 		{dialectPHPServer, "php_server {\n hot_reload\n}", "has no php_worker counterpart"},
 		{dialectPHP, "php {\n file_server off\n}", "php has no file_server"},
 		{dialectPHPWorker, "php_worker {\n try_files {path} index.php\n}", "try_files is php_server's"},
@@ -76,7 +76,7 @@ func TestFrankenPHPOptionsWithoutACounterpartAreRefused(t *testing.T) {
 	} {
 		d := caddyfile.NewTestDispenser(c.block)
 		var err error
-		if c.dl == dialectFrankenPHP || strings.HasPrefix(c.block, "php_worker {\n max_requests") {
+		if c.dl == dialectFrankenPHP || strings.HasPrefix(c.block, "php_worker {\n max_request") {
 			err = new(App).unmarshal(d, c.dl)
 		} else {
 			err = new(Handler).unmarshal(d, c.dl)

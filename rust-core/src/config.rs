@@ -21,6 +21,10 @@ pub struct EngineConfig {
     /// Requests that may wait for a thread in each pool before new ones are refused.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
+    /// Requests after which a PHP thread starts a fresh PHP context, classic and worker
+    /// threads alike (a worker's script ends first); 0 for never.
+    #[serde(default)]
+    pub thread_max_requests: u64,
     /// Requests' last response calls go to the completion queue (php_worker_completions_take)
     /// instead of the `respond` callback.
     #[serde(default)]

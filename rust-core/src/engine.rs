@@ -85,6 +85,7 @@ impl Engine {
         })();
         let (main, Started { hook, post_max_size }) = started.inspect_err(|_| ENGINE_ALIVE.store(false, Ordering::Release))?;
         let registry = Arc::new(Registry::default());
+        registry.context_max_requests.store(config.thread_max_requests, Ordering::Relaxed);
         if hook == OpcacheHook::Unpatched {
             host.log(0, Level::Warn, "this PHP's OPcache lacks php_worker's thread hook (scripts/php-patches/<minor>/opcache-thread-hook.patch): \
                 an OPcache restart (opcache_reset(), a full cache) while several threads run PHP can crash the process");

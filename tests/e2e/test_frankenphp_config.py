@@ -141,8 +141,8 @@ def test_php_runs_only_the_scripts_requests_name(site):
 
 
 @pytest.mark.parametrize("snippet, message", [
-    ("{\n\tfrankenphp {\n\t\tmax_requests 100\n\t}\n}\n:8080 {\n\tphp_server\n}\n",
-     "frankenphp max_requests: this FrankenPHP option has no php_worker counterpart"),
+    ("{\n\tfrankenphp {\n\t\tmax_requests -1\n\t}\n}\n:8080 {\n\tphp_server\n}\n",
+     "max_requests must be a non-negative integer"),
     (":8080 {\n\tphp_server {\n\t\tname app\n\t}\n}\n",
      "php_server name: this FrankenPHP option has no php_worker counterpart"),
     (":8080 {\n\tphp_server {\n\t\trequest_body_timeout soon\n\t}\n}\n", "request_body_timeout takes a duration"),

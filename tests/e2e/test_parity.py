@@ -275,3 +275,29 @@ def test_request_body_timeout_ends_a_stalled_upload_with_408(start_server):
         answer = send_stalled_body(srv, "PUT", f"/body-stall.php?marker={marker}", "application/octet-stream")
         assert answer.startswith(b"HTTP/1.1 408 "), (srv.name, answer[:200], f"{time.monotonic() - start:.1f}s")
         assert srv.get("/hello.php").text == "Hello, world!"
+
+
+CONTEXT_COUNTER = """<?php
+$served = 0;
+while (frankenphp_handle_request(function () use (&$served) {
+    echo ++$served;
+})) {
+}
+"""
+
+
+def test_global_max_requests_gives_threads_a_fresh_php_context(start_server, tmp_path):
+    """FrankenPHP's global max_requests 3: after 3 requests a PHP thread frees its PHP
+    context and starts a new one, worker threads (whose script ends first and boots
+    again) and classic threads alike; no request fails, and the log says so."""
+    (tmp_path / "counter.php").write_text(CONTEXT_COUNTER)
+    (tmp_path / "hello.php").write_text("<?php echo 'hello';")
+    worker = f"\t\tworker {{\n\t\t\tfile {tmp_path}/counter.php\n\t\t\tnum 1\n\t\t\tmatch /count\n\t\t}}"
+    srv = start_server("global-max-requests", threads=2, app=tmp_path, site_extra=worker,
+                       global_extra="\t\tmax_requests 3")
+    assert [srv.get("/count").text for _ in range(7)] == ["1", "2", "3", "1", "2", "3", "1"]
+    assert all(srv.get("/hello.php").text == "hello" for _ in range(7))
+    renewed = srv.wait_log(lambda e: e.get("msg") == "PHP thread restarted (max_requests)", timeout=5)
+    threads = {e["thread"] for e in renewed}
+    assert len(threads) == 2, f"the worker's thread and the classic one renewed their contexts: {renewed}"
+    assert not srv.wait_log(lambda e: "unrecoverable" in e.get("msg", ""), timeout=0.1)

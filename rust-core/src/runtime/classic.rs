@@ -23,6 +23,9 @@ pub fn serve() -> Next {
         if !run(request) {
             return Next::FreshContext;
         }
+        if with_thread(|t| t.context_spent()) {
+            return Next::Renew;
+        }
     }
 }
 

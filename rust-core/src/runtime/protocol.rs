@@ -146,6 +146,8 @@ pub enum Next {
     Leave(Leave),
     /// PHP's state on this thread may be damaged: free the context and make a new one.
     FreshContext,
+    /// The context served the engine's max_requests: free it and make a new one.
+    Renew,
 }
 
 

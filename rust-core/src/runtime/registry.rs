@@ -3,6 +3,7 @@
 //! another pool, ending.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -26,6 +27,9 @@ pub struct Registry {
     slots: Mutex<Vec<Option<Slot>>>,
     finished: Condvar,
     tasks: OnceLock<Arc<dyn TaskRouter>>,
+    /// Requests after which a thread starts a fresh PHP context (0: never); set once by
+    /// the engine, read by each thread at each new context.
+    pub context_max_requests: AtomicU64,
 }
 
 struct Slot {
@@ -170,14 +174,21 @@ fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Rec
         // engine waits for every thread to end before it stops PHP.
         let context = unsafe { PhpContext::new(&name) };
         info.set_kill(Some(context.kill_slot()));
-        let fresh = serve(&info);
+        with_thread(|t| {
+            t.context_requests = 0;
+            t.context_max_requests = registry.context_max_requests.load(Ordering::Relaxed);
+        });
+        let end = serve(&info);
         info.set_kill(None);
         drop(context);
         release_free_memory();
-        if !fresh {
-            break;
+        match end {
+            ContextEnd::Exit => break,
+            ContextEnd::Damaged => {
+                host.log(0, Level::Warn, &format!("PHP thread {} restarted after an unrecoverable error", info.name()))
+            }
+            ContextEnd::Spent => host.event(0, Level::Debug, "PHP thread restarted (max_requests)", &[("thread", info.name().into())]),
         }
-        host.log(0, Level::Warn, &format!("PHP thread {} restarted after an unrecoverable error", info.name()));
     }));
     if let Err(panic) = served {
         // A bug in the thread's own loop (hooks catch their own): the thread ends, and
@@ -200,8 +211,18 @@ pub fn release_free_memory() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// Serves assignments on one PHP context; true when the thread needs a fresh context.
-fn serve(info: &ThreadInfo) -> bool {
+/// Why a thread's PHP context ended.
+enum ContextEnd {
+    /// The thread ends.
+    Exit,
+    /// PHP's state may be damaged: a fresh context.
+    Damaged,
+    /// It served the engine's max_requests: a fresh context.
+    Spent,
+}
+
+/// Serves assignments on one PHP context, until the thread ends or needs a fresh context.
+fn serve(info: &ThreadInfo) -> ContextEnd {
     loop {
         let role = with_thread(|t| {
             let a = &t.assignment;
@@ -214,8 +235,9 @@ fn serve(info: &ThreadInfo) -> bool {
             Role::Worker(generation) => worker::serve(&generation),
         };
         match next {
-            Next::FreshContext => return true,
-            Next::Leave(Leave::Exit) => return false,
+            Next::FreshContext => return ContextEnd::Damaged,
+            Next::Renew => return ContextEnd::Spent,
+            Next::Leave(Leave::Exit) => return ContextEnd::Exit,
             Next::Leave(Leave::Join(assignment)) => {
                 let old = with_thread(|t| t.switch(assignment));
                 old.events.left(info);

@@ -51,6 +51,10 @@ pub struct PhpThread {
     pub tasks: Option<Arc<dyn TaskRouter>>,
     /// The answers of the thread's last php_worker_task() call, for the C shim to copy.
     pub task_answers: Vec<TaskResult>,
+    /// Requests served on the thread's current PHP context.
+    pub(super) context_requests: u64,
+    /// After this many, the thread starts a fresh PHP context (0: never).
+    pub(super) context_max_requests: u64,
 }
 
 /// A thread's putenv() calls (src/runtime/env.rs), and the last merged environment
@@ -184,8 +188,16 @@ impl PhpThread {
                 store_out: Vec::new(),
                 tasks,
                 task_answers: Vec::new(),
+                context_requests: 0,
+                context_max_requests: 0,
             })
         });
+    }
+
+    /// Whether the thread's PHP context served its engine's max_requests: the thread
+    /// starts a fresh one, freeing what extensions keep in the thread's own storage.
+    pub fn context_spent(&self) -> bool {
+        self.context_max_requests != 0 && self.context_requests >= self.context_max_requests
     }
 
     /// Frees the calling thread's state.
@@ -307,6 +319,7 @@ impl PhpThread {
     /// The request started by [`PhpThread::begin_request`] ended; `memory` is what PHP
     /// used when it ended. Returns how long it ran when the watchdog had given up on it.
     fn end_request(&mut self, memory: usize) -> Option<Duration> {
+        self.context_requests += 1;
         let now = Instant::now();
         let ran = now.saturating_duration_since(self.request_started);
         self.assignment.counters.duration.observe(ran);

@@ -111,6 +111,9 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
                     event(Level::Debug, "worker script restarted (max_requests)", fields());
                 }
             }
+            if with_thread(|t| t.context_spent()) {
+                return Next::Renew;
+            }
             continue;
         }
         if let Some(Ending::Leave(leave)) = end.ending {
@@ -450,13 +453,14 @@ struct WaitStep {
 /// whether the script must end (max_requests, max_memory, or an ending already set).
 fn ask_for_request(t: &mut PhpThread, memory: usize, real_memory: usize) -> WaitStep {
     t.info.set_real_memory(real_memory);
+    let context_spent = t.context_spent();
     let run = t.run.as_mut().expect("checked by with_run");
     let first = !run.reached_handle_request;
     run.reached_handle_request = true;
     run.began_memory = memory;
     let spec = &run.generation.spec;
     if run.ending.is_none() {
-        if spec.max_requests != 0 && run.handled >= spec.max_requests {
+        if (spec.max_requests != 0 && run.handled >= spec.max_requests) || context_spent {
             run.ending = Some(Ending::Limit(Limit::MaxRequests));
         } else if spec.max_memory != 0 && real_memory as u64 > spec.max_memory && run.handled > 0 {
             // After a request only: a script booted past the limit still serves.
