@@ -288,7 +288,7 @@ extern "C" {
 //
 // `config_json` (`config_len` bytes, UTF-8 JSON, not NUL-terminated) is read during the
 // call: `{"php_ini": {"key": "value", "extension": ["a.so", "b.so"]}, "ini_defaults":
-// {"key": "value"}, "queue_capacity": n, "thread_max_requests": n, "completions": bool}`:
+// {"key": "value"}, "thread_max_requests": n, "completions": bool}`:
 // php_ini applies after php.ini (a list gives a line per value, in order), ini_defaults
 // under it; after thread_max_requests requests (0: never) a PHP thread starts a fresh
 // PHP context.

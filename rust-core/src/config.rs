@@ -18,9 +18,6 @@ pub struct EngineConfig {
     /// may still change, such as the extension_dir of a portable binary.
     #[serde(default)]
     pub ini_defaults: BTreeMap<String, String>,
-    /// Requests that may wait for a thread in each pool before new ones are refused.
-    #[serde(default = "default_queue_capacity")]
-    pub queue_capacity: usize,
     /// Requests after which a PHP thread starts a fresh PHP context, classic and worker
     /// threads alike (a worker's script ends first); 0 for never.
     #[serde(default)]
@@ -147,10 +144,6 @@ impl BootRequest {
     }
 }
 
-fn default_queue_capacity() -> usize {
-    4096
-}
-
 fn default_boot_backoff_ms() -> u64 {
     5_000
 }
@@ -162,9 +155,6 @@ fn default_stop_timeout_ms() -> u64 {
 impl EngineConfig {
     pub fn from_json(json: &[u8]) -> Result<EngineConfig> {
         let config: EngineConfig = serde_json::from_slice(json).map_err(|e| Error::Config(e.to_string()))?;
-        if config.queue_capacity == 0 {
-            return Err(Error::Config("queue_capacity must be at least 1".into()));
-        }
         config.ini_entries()?;
         config.ini_defaults()?;
         Ok(config)
@@ -216,8 +206,9 @@ impl WorkerSpec {
         if spec.argv.iter().any(|a| a.contains('\0')) {
             return Err(Error::Config(format!("worker {}: argv must not hold NUL", spec.name)));
         }
-        if spec.env.iter().any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0')) {
-            return Err(Error::Config(format!("worker {}: env names must not be empty, nor names or values hold NUL", spec.name)));
+        // The rule go-module's checkEnv applies: getenv() and putenv() end a name at '='.
+        if spec.env.iter().any(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0')) {
+            return Err(Error::Config(format!("worker {}: env names must not be empty, nor hold '=' or NUL, nor values NUL", spec.name)));
         }
         Ok(spec)
     }
@@ -230,9 +221,8 @@ mod tests {
     #[test]
     fn reads_engine_json_and_renders_ini() {
         let c = EngineConfig::from_json(br#"{"php_ini":{"memory_limit":"256M","a.b":"x y"}}"#).unwrap();
-        assert_eq!(c.queue_capacity, 4096);
         assert_eq!(c.ini_entries().unwrap(), "a.b=x y\nmemory_limit=256M\n");
-        assert!(EngineConfig::from_json(br#"{"queue_capacity":0}"#).is_err());
+        assert!(EngineConfig::from_json(br#"{"queue_capacity":4096}"#).is_err(), "an unknown key is refused");
         assert!(EngineConfig::from_json(br#"{"unknown":1}"#).is_err());
         assert!(EngineConfig::from_json(br#"{"php_ini":{"a=b":"c"}}"#).is_err());
         assert!(EngineConfig::from_json(br#"{"php_ini":{"a":"b\nc=d"}}"#).is_err());
@@ -263,6 +253,9 @@ mod tests {
         assert!(boot(r#"{"fields":[],"vars":[],"env_pairs":1}"#).is_err());
         assert!(boot(r#"{"fields":[],"vars":[["A","x\u0000y"]],"env_pairs":0}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"rel.php","num":1}"#).is_err());
+        // go-module's checkEnv rule: a name holds no '=' (getenv() would never find it).
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"env":[["A=B","1"]]}"#).is_err());
+        assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"env":[["A","x=y"]]}"#).is_ok());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":0}"#).is_err());
         assert!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":1,"x":1}"#).is_err());
         assert_eq!(WorkerSpec::from_json(br#"{"name":"w","file":"/a.php","num":2,"max_threads":8}"#).unwrap().max_threads, 8);

@@ -28,6 +28,9 @@ use crate::php::sys::{self, OpcacheHook, ShimVars};
 /// The classic pool's id.
 pub const CLASSIC: PoolId = 0;
 
+/// Requests that may wait for a thread in each pool before new ones are refused (503).
+const QUEUE_CAPACITY: usize = 4096;
+
 /// After a forced stop, how long threads get to unwind before the engine gives up on them.
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
@@ -57,7 +60,6 @@ pub struct Engine {
     pools: Pools,
     scaler: Mutex<Option<Scaler>>,
     watchdog: Mutex<Option<Watchdog>>,
-    queue_capacity: usize,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
     /// PHP's post_max_size in bytes (0: no limit), as PHP read it at startup.
@@ -99,7 +101,7 @@ impl Engine {
                 }
             }),
         );
-        let classic = Pool::classic(CLASSIC, config.queue_capacity, &host, &registry);
+        let classic = Pool::classic(CLASSIC, QUEUE_CAPACITY, &host, &registry);
         let pools: Pools = Arc::new(RwLock::new(vec![classic]));
         registry.set_task_router(Arc::new(TaskRoutes(Arc::downgrade(&pools))));
         let scaler = match Scaler::start(pools.clone(), host.clone()) {
@@ -123,7 +125,6 @@ impl Engine {
             pools,
             scaler: Mutex::new(scaler),
             watchdog: Mutex::new(watchdog),
-            queue_capacity: config.queue_capacity,
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
             post_max_size,
@@ -181,7 +182,7 @@ impl Engine {
             return Err(Error::Pool(id, "a pool with this id exists".into()));
         }
         let (name, num) = (spec.name.clone(), spec.num);
-        let pool = Pool::worker(id, spec, self.queue_capacity, &self.host, &self.registry)?;
+        let pool = Pool::worker(id, spec, QUEUE_CAPACITY, &self.host, &self.registry)?;
         pools.push(pool);
         self.host.log(0, Level::Info, &format!("worker {name}: starting {num} threads"));
         Ok(())

@@ -423,7 +423,8 @@ fn wait_for_request(req: *mut ShimRequest, memory: usize, real_memory: usize) ->
                     run.ending = Some(Ending::Recycle);
                     run.idle
                 }
-                Some(Job::Withdrawn(_)) | None => run.idle,
+                None => run.idle,
+                Some(Job::Withdrawn(_)) => unreachable!("the loop above refuses withdrawn requests"),
             };
             // SAFETY: ctx is live until pw_rs_worker_done or the end of the script; `req`
             // is writable by pw_rs_worker_wait's contract.
