@@ -47,7 +47,9 @@ type App struct {
 	MaxIdleTime caddy.Duration `json:"max_idle_time,omitempty"`
 
 	// How long a request may wait for a free PHP thread before it is answered
-	// 503 with a Retry-After header. Default: 0, wait as long as the client does.
+	// 503 with a Retry-After header. Only time during which no thread of its pool is
+	// free counts: a request handed to a free thread is never refused. Default: 0,
+	// wait as long as the client does.
 	MaxWaitTime caddy.Duration `json:"max_wait_time,omitempty"`
 
 	// On shutdown, how long running scripts may take to finish before they are stopped

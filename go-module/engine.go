@@ -342,6 +342,17 @@ func (e *engine) submit(pool uint32, b *requestBuffer, flags uint32, handle uint
 	return out, rc
 }
 
+// poolWaiting is how many threads of pool wait for a request now (0 when PHP is not
+// running).
+func (e *engine) poolWaiting(pool uint32) int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.ptr == nil {
+		return 0
+	}
+	return int(C.php_worker_pool_waiting(e.ptr, C.uint32_t(pool)))
+}
+
 // cancelRequest withdraws a submitted request; true when it will not run.
 func cancelRequest(r *C.php_worker_request_t) bool {
 	countIn()

@@ -466,10 +466,11 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	pr.mu.Unlock()
 
 	var timeout <-chan time.Time
+	var retry *time.Timer
 	if wait := h.app.maxWaitTime(); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
+		retry = time.NewTimer(wait)
+		defer retry.Stop()
+		timeout = retry.C
 	}
 	defer pr.closeOutput()
 	defer pr.endReads(w)
@@ -507,6 +508,13 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 			return nil
 		case <-timeout:
 			timeout = nil
+			if e := php.engine.Load(); e != nil && e.poolWaiting(pool) > 0 {
+				// A thread of the pool is free: the request is on its way to it, and
+				// max_wait_time counts only the time no thread was free.
+				retry.Reset(h.app.maxWaitTime())
+				timeout = retry.C
+				continue
+			}
 			if pr.withdraw() {
 				return h.unavailable(w, "no PHP thread became free within max_wait_time", time.Second)
 			}

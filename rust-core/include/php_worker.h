@@ -388,6 +388,13 @@ php_worker_error_t *php_worker_pool_resize(const php_worker_engine_t *engine,
                                            uint32_t pool,
                                            uint32_t threads);
 
+// How many threads of `pool` wait for a request now: a request queued meanwhile goes
+// to one of them at once. 0 when the pool or the engine does not exist. Never blocks.
+//
+// # Safety
+// `engine` is live.
+uint32_t php_worker_pool_waiting(const php_worker_engine_t *engine, uint32_t pool);
+
 // Sets the capacity of the store shared by all PHP threads and of each thread's local
 // store, in bytes. The stores belong to the process, not to an engine: they keep their
 // entries across engine restarts. A store over its new capacity refuses puts until

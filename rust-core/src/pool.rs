@@ -585,6 +585,11 @@ impl Pool {
         }
     }
 
+    /// Threads blocked on the queue now (see PoolCounters::waiting).
+    pub fn waiting(&self) -> usize {
+        self.counters.waiting.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn stats(&self) -> PoolStats {
         let state = lock(&self.state);
         let current = state.workers.as_ref().map(|w| w.current.clone());

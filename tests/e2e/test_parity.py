@@ -301,3 +301,19 @@ def test_global_max_requests_gives_threads_a_fresh_php_context(start_server, tmp
     threads = {e["thread"] for e in renewed}
     assert len(threads) == 2, f"the worker's thread and the classic one renewed their contexts: {renewed}"
     assert not srv.wait_log(lambda e: "unrecoverable" in e.get("msg", ""), timeout=0.1)
+
+
+def test_max_wait_time_counts_only_the_time_no_thread_is_free(start_server):
+    """max_wait_time 1ns with one classic thread: a request that finds the thread free
+    is handed to it, never refused for the microseconds of the hand-over; one that
+    finds it busy is answered 503 at once."""
+    srv = start_server("max-wait-handover", threads=1, site_extra="", global_extra="\t\tmax_wait_time 1ns")
+    statuses = [srv.get("/hello.php").status for _ in range(30)]
+    assert statuses == [200] * 30, statuses
+    busy = threading.Thread(target=lambda: srv.get("/sleep.php?ms=1500", timeout=30))
+    busy.start()
+    time.sleep(0.5)
+    r = srv.get("/hello.php", timeout=10)
+    assert r.status == 503 and r.header("Retry-After"), (r.status, r.text)
+    busy.join(30)
+    assert srv.get("/hello.php").status == 200

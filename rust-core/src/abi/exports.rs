@@ -265,6 +265,23 @@ pub unsafe extern "C" fn php_worker_pool_resize(engine: *const EngineHandle, poo
     })
 }
 
+/// How many threads of `pool` wait for a request now: a request queued meanwhile goes
+/// to one of them at once. 0 when the pool or the engine does not exist. Never blocks.
+///
+/// # Safety
+/// `engine` is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_pool_waiting(engine: *const EngineHandle, pool: u32) -> u32 {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the function's contract: `engine` is live.
+        let engine = unsafe { engine_ref(engine) }.ok()?;
+        Some(engine.pool(pool).ok()?.waiting() as u32)
+    }))
+    .ok()
+    .flatten()
+    .unwrap_or(0)
+}
+
 /// Sets the capacity of the store shared by all PHP threads and of each thread's local
 /// store, in bytes. The stores belong to the process, not to an engine: they keep their
 /// entries across engine restarts. A store over its new capacity refuses puts until

@@ -2,7 +2,7 @@
 //! worker script crashes and restarts. Atomics the threads add to and the stats read
 //! (src/stats.rs): metrics cost the request path no call across the ABI.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,6 +66,9 @@ pub struct PoolCounters {
     pub restarts: AtomicU64,
     /// The routes whose requests left a worker script's memory larger.
     pub memory_growth: Mutex<RouteGrowth>,
+    /// Threads blocked on the pool's queue now: a request queued meanwhile is taken at
+    /// once (max_wait_time does not count that hand-over).
+    pub waiting: AtomicUsize,
 }
 
 /// Longest path kept for a route.

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, select};
@@ -148,6 +149,22 @@ pub fn end_request(memory: usize, scratch: Scratch) {
     }
 }
 
+/// Counts the calling thread among its pool's waiting threads while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn on(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Whether a thread stays with its pool.
 enum Standing {
     Serving,
@@ -240,6 +257,7 @@ impl PhpThread {
                 // it sleeps, and catches the next request of a busy pool without a
                 // futex wake-up, which a select over two channels mostly needs (25% of
                 // the hello-world throughput). Commands wait for it at most this long.
+                let _waiting = Waiting::on(&self.assignment.counters.waiting);
                 match self.assignment.queue.recv_timeout(QUEUE_FIRST) {
                     Ok(request) if request.run_state().start() => return Job::Request(request),
                     Ok(request) => return Job::Withdrawn(request),
