@@ -30,7 +30,7 @@ import (
 //     then the running PHP serves both configs, and a load that fails changes nothing.
 //   - Every worker the new config keeps gets a new generation of threads, booted beside
 //     the running one but staged (taking no requests); commit activates it, and its
-//     threads take over as they boot (rust-core/src/pool.rs). A load that fails discards
+//     threads take over as they boot (rust-core/src/supervisor/pool.rs). A load that fails discards
 //     it. So every reload serves new PHP code, and a worker that cannot boot never takes
 //     traffic from the one that can.
 //   - Workers new in this config start at once; workers it drops are deleted when the

@@ -9,7 +9,7 @@ use crate::abi::types::{
     PHP_WORKER_CLI_VERSION,
 };
 use crate::config::EngineConfig;
-use crate::engine::ENGINE_ALIVE;
+use crate::supervisor::engine::ENGINE_ALIVE;
 use crate::php::sys::{self, CliArgs, CliMode};
 use crate::runtime::PHP_THREAD_STACK;
 

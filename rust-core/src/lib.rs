@@ -17,10 +17,11 @@
 //! - `runtime`: PHP threads (their state, registry and commands, local store), the
 //!   classic and worker loops, the per-thread environment; `store::php`, the hooks of
 //!   the store functions;
-//! - `pool`: a queue and its threads, worker generations;
-//! - `scaling`: the autoscaler thread (adds threads while requests wait, removes idle ones);
-//!   `watchdog`: the thread that ends requests stuck past their deadline;
-//! - `engine` (main thread, pool table, shutdown) and `stats` (snapshots);
+//! - `supervisor`: what runs off PHP threads and watches over them: `pool` (a queue and
+//!   its threads, worker generations), `scaling` (the autoscaler thread: adds threads
+//!   while requests wait, removes idle ones) and `watchdog` (ends requests stuck past
+//!   their deadline), both on one service-thread helper, `engine` (main thread, pool
+//!   table, shutdown) and `stats` (snapshots);
 //! - `abi::exports`: every `extern "C"` function the host calls.
 //!
 //! Bailouts (PHP's longjmp) never cross Rust frames: every PHP call that can bail out
@@ -39,11 +40,7 @@ pub mod php;
 pub mod request;
 pub mod runtime;
 pub mod store;
-pub mod pool;
-pub mod scaling;
-pub mod watchdog;
-pub mod engine;
-pub mod stats;
+pub mod supervisor;
 pub mod cli;
 
 #[cfg(test)]

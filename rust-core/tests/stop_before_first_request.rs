@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use php_worker::abi::types::{Callbacks, Response};
 use php_worker::config::EngineConfig;
-use php_worker::engine::{CLASSIC, Engine};
+use php_worker::supervisor::engine::{CLASSIC, Engine};
 use php_worker::host::Host;
 use php_worker::layout::Strings;
 use php_worker::runtime::info::ThreadState;

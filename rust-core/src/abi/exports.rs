@@ -11,13 +11,13 @@ use super::types::{
     PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
 };
 use crate::config::{EngineConfig, WorkerSpec};
-use crate::engine::Engine;
+use crate::supervisor::engine::Engine;
 use crate::error::{Error, Result, panic_message};
 use crate::host::{Host, without_callbacks};
 use crate::host::completions::Completion;
 use crate::layout::Strings;
 use crate::request::{Request, RunState};
-use crate::scaling::Limits;
+use crate::supervisor::scaling::Limits;
 
 /// A running PHP engine (opaque).
 pub struct EngineHandle {
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn php_worker_engine_stats(engine: *const EngineHandle, ou
         if out.is_null() {
             return Err(Error::InvalidRequest("NULL out"));
         }
-        let bytes = serde_json::to_vec(&crate::stats::collect(engine)).map_err(|e| Error::Panic(e.to_string()))?;
+        let bytes = serde_json::to_vec(&crate::supervisor::stats::collect(engine)).map_err(|e| Error::Panic(e.to_string()))?;
         // SAFETY: the function's contract: `out` is writable.
         unsafe { *out = Box::into_raw(Box::new(BytesHandle { bytes })) };
         Ok(())
@@ -324,7 +324,7 @@ pub unsafe extern "C" fn php_worker_engine_set_deadlines(engine: *const EngineHa
         // SAFETY: the function's contract: `engine` is live.
         let engine = unsafe { engine_ref(engine)? };
         let grace = u64::try_from(grace_ms).ok().map(Duration::from_millis);
-        engine.set_deadlines(crate::watchdog::Deadlines { grace, max_stuck: max_stuck as usize });
+        engine.set_deadlines(crate::supervisor::watchdog::Deadlines { grace, max_stuck: max_stuck as usize });
         Ok(())
     })
 }

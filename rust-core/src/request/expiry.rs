@@ -1,4 +1,4 @@
-//! A request ended from outside its PHP thread: the watchdog (src/watchdog.rs) answers
+//! A request ended from outside its PHP thread: the watchdog (src/supervisor/watchdog.rs) answers
 //! the client of a request stuck past its deadline while the PHP thread still holds it.
 //!
 //! The host's handle of a request is valid until the PHP thread sends DONE. [`Expiry`]

@@ -1,6 +1,6 @@
 //! What a pool's threads count as they serve: requests, their durations and waits, and
 //! worker script crashes and restarts. Atomics the threads add to and the stats read
-//! (src/stats.rs): metrics cost the request path no call across the ABI.
+//! (src/supervisor/stats.rs): metrics cost the request path no call across the ABI.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,5 @@
 //! A worker generation: the settings a set of worker threads boots with, and whether
-//! they take requests yet (src/pool.rs starts, activates and retires generations).
+//! they take requests yet (src/supervisor/pool.rs starts, activates and retires generations).
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -82,7 +82,7 @@ pub struct ThreadInfo {
     worker: Mutex<Option<Arc<str>>>,
     /// Set while the thread has a PHP context.
     kill: Mutex<Option<KillSlot>>,
-    /// Lets the watchdog answer the thread's request from outside (src/watchdog.rs).
+    /// Lets the watchdog answer the thread's request from outside (src/supervisor/watchdog.rs).
     pub expiry: Arc<Expiry>,
     /// The watchdog gave up on the thread's request: it is stuck in a call that does not
     /// return, and a replacement serves its pool.

@@ -71,7 +71,7 @@ impl Assignment {
     }
 }
 
-/// What a thread tells its pool. Implemented by the pool (src/pool.rs).
+/// What a thread tells its pool. Implemented by the pool (src/supervisor/pool.rs).
 pub trait PoolEvents: Send + Sync {
     /// The thread's worker script reached frankenphp_handle_request() for the first time
     /// in its generation.
@@ -83,7 +83,7 @@ pub trait PoolEvents: Send + Sync {
     fn left(&self, thread: &ThreadInfo);
 }
 
-/// Where PHP threads send tasks: the engine's table of pools (src/engine.rs).
+/// Where PHP threads send tasks: the engine's table of pools (src/supervisor/engine.rs).
 pub trait TaskRouter: Send + Sync {
     /// Queues a task for the task worker named `worker`, unless it is `sender`'s own pool
     /// (its threads would wait for each other). Returns the task's run state, to withdraw

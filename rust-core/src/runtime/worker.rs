@@ -9,7 +9,7 @@
 //!
 //! A thread belongs to one [`Generation`] of its pool: the settings its script boots
 //! with. A pool restarts its workers by starting a new generation beside the old one
-//! (src/pool.rs); a generation takes requests once it is active.
+//! (src/supervisor/pool.rs); a generation takes requests once it is active.
 
 use std::ffi::c_char;
 use std::ptr;

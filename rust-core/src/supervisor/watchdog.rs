@@ -19,15 +19,16 @@
 pub mod unblock;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::pool::Pool;
+use super::scaling::Pools;
+use super::service::{Rounds, Service};
 use crate::host::{Host, Level};
-use crate::pool::Pool;
-use crate::runtime::registry::Registry;
 use crate::runtime::info::ThreadInfo;
-use crate::scaling::Pools;
+use crate::runtime::registry::Registry;
 
 /// How often busy threads are looked at.
 const TICK: Duration = Duration::from_millis(250);
@@ -50,17 +51,11 @@ impl Default for Deadlines {
     }
 }
 
-struct Shared {
-    state: Mutex<(Deadlines, bool)>, // the settings, and whether the watchdog must stop
-    wake: Condvar,
-    /// Requests the watchdog answered.
-    expired: std::sync::atomic::AtomicU64,
-}
-
 /// The watchdog thread of an engine. Dropping it stops the thread.
 pub struct Watchdog {
-    shared: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
+    service: Service<Deadlines>,
+    /// Requests the watchdog answered.
+    expired: Arc<AtomicU64>,
 }
 
 /// What the watchdog knows of one thread.
@@ -76,56 +71,30 @@ struct Watch {
 
 impl Watchdog {
     pub fn start(pools: Pools, registry: Arc<Registry>, host: Arc<Host>) -> std::io::Result<Watchdog> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new((Deadlines::default(), false)),
-            wake: Condvar::new(),
-            expired: Default::default(),
-        });
-        let state = shared.clone();
-        let handle =
-            std::thread::Builder::new().name("php-watchdog".into()).spawn(move || run(&state, &pools, &registry, &host))?;
-        Ok(Watchdog { shared, handle: Some(handle) })
+        let expired = Arc::new(AtomicU64::new(0));
+        let count = expired.clone();
+        let service =
+            Service::start("php-watchdog", Deadlines::default(), move |rounds| run(&rounds, &count, &pools, &registry, &host))?;
+        Ok(Watchdog { service, expired })
     }
 
     pub fn set(&self, deadlines: Deadlines) {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).0 = deadlines;
+        self.service.set(deadlines);
     }
 
     pub fn deadlines(&self) -> Deadlines {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.service.settings()
     }
 
     /// Requests answered because they ran past their deadline.
     pub fn expired(&self) -> u64 {
-        self.shared.expired.load(std::sync::atomic::Ordering::Relaxed)
+        self.expired.load(Ordering::Relaxed)
     }
 }
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.shared.wake.notify_all();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
-fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
+fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry: &Registry, host: &Host) {
     let mut watches: HashMap<usize, Watch> = HashMap::new();
-    loop {
-        let deadlines = {
-            let guard = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            // A stop asked while this thread worked would otherwise wait a whole tick.
-            if guard.1 {
-                return;
-            }
-            let (guard, _) = shared.wake.wait_timeout(guard, TICK).unwrap_or_else(|e| e.into_inner());
-            if guard.1 {
-                return;
-            }
-            guard.0
-        };
+    while let Some(deadlines) = rounds.next(|_| TICK) {
         let threads = registry.threads();
         stop_overdue(&threads, host);
         let Some(grace) = deadlines.grace else {
@@ -159,9 +128,9 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
                 continue;
             }
             // Given up on: answer the client, replace the thread, wake it.
-            let expired = info.expiry.expire(host);
-            if expired {
-                shared.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let answered = info.expiry.expire(host);
+            if answered {
+                expired.fetch_add(1, Ordering::Relaxed);
             }
             watch.stuck_since = Some(now);
             watch.last_wake = now;
@@ -176,7 +145,7 @@ fn run(shared: &Shared, pools: &Pools, registry: &Registry, host: &Host) {
                 ("thread", info.name().into()),
                 ("worker", info.snapshot().worker.map_or(String::new(), |w| w.to_string()).into()),
                 ("grace_ms", (grace.as_millis() as u64).into()),
-                ("answered", expired.into()),
+                ("answered", answered.into()),
                 ("replaced", replaced.into()),
                 ("stuck_threads", stuck.into()),
                 ("syscall", blocked.as_ref().map_or_else(|| "none".to_owned(), |b| b.call.clone()).into()),

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::engine::Engine;
-use crate::pool::PoolStats;
+use crate::supervisor::engine::Engine;
+use crate::supervisor::pool::PoolStats;
 use crate::runtime::counters::BUCKETS;
 use crate::runtime::opcache::{self, OpcacheStats};
 use crate::runtime::info::PoolId;

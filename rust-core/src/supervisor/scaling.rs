@@ -7,12 +7,12 @@
 //! the queue, up to the host's max_wait_time. After adding threads, the scaler measures
 //! the CPU again before it adds more.
 
-use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::thread::JoinHandle;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::pool::Pool;
+use super::service::{Rounds, Service};
 use crate::host::{Host, Level};
-use crate::pool::Pool;
 use crate::runtime::info::PoolId;
 
 /// How often the scaler looks at the queues while autoscaling is on.
@@ -50,60 +50,33 @@ impl Default for Limits {
 /// The engine's table of pools, shared with the scaler.
 pub type Pools = Arc<RwLock<Vec<Arc<Pool>>>>;
 
-struct Shared {
-    limits: Mutex<(Limits, bool)>, // the limits, and whether the scaler must stop
-    wake: Condvar,
-}
-
 /// The scaler thread of an engine. Dropping it stops the thread.
 pub struct Scaler {
-    shared: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
+    service: Service<Limits>,
 }
 
 impl Scaler {
     pub fn start(pools: Pools, host: Arc<Host>) -> std::io::Result<Scaler> {
-        let shared = Arc::new(Shared { limits: Mutex::new((Limits::default(), false)), wake: Condvar::new() });
-        let state = shared.clone();
-        let handle = std::thread::Builder::new().name("php-scaler".into()).spawn(move || run(&state, &pools, &host))?;
-        Ok(Scaler { shared, handle: Some(handle) })
+        let service = Service::start("php-scaler", Limits::default(), move |rounds| run(&rounds, &pools, &host))?;
+        Ok(Scaler { service })
     }
 
     pub fn set_limits(&self, limits: Limits) {
-        self.shared.limits.lock().unwrap_or_else(|e| e.into_inner()).0 = limits;
-        self.shared.wake.notify_all();
+        self.service.set(limits);
     }
 
     pub fn limits(&self) -> Limits {
-        self.shared.limits.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.service.settings()
     }
 }
 
-impl Drop for Scaler {
-    fn drop(&mut self) {
-        self.shared.limits.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.shared.wake.notify_all();
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
-fn run(shared: &Shared, pools: &Pools, host: &Host) {
+fn run(rounds: &Rounds<Limits>, pools: &Pools, host: &Host) {
     let mut stalled: Vec<(PoolId, u32)> = Vec::new();
     let mut cpu = CpuProbe::new();
     let mut last_shrink = Instant::now();
     let mut last_growth = Instant::now();
-    loop {
-        let limits = {
-            let guard = shared.limits.lock().unwrap_or_else(|e| e.into_inner());
-            let tick = if guard.0.max_threads > 0 { TICK } else { SHRINK_EVERY };
-            let (guard, _) = shared.wake.wait_timeout(guard, tick).unwrap_or_else(|e| e.into_inner());
-            if guard.1 {
-                return;
-            }
-            guard.0
-        };
+    // Every tick while autoscaling is on; idle threads are looked for less often.
+    while let Some(limits) = rounds.next(|l| if l.max_threads > 0 { TICK } else { SHRINK_EVERY }) {
         let pools: Vec<Arc<Pool>> = pools.read().unwrap_or_else(|e| e.into_inner()).clone();
         cpu.sample();
         if limits.max_threads > 0 && grow(&pools, &limits, &mut stalled, &cpu, last_growth, host) {

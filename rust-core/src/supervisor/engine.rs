@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::config::{EngineConfig, WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
-use crate::pool::Pool;
+use crate::supervisor::pool::Pool;
 use crate::request::task::TaskReply;
 use crate::request::{Refusal, Request, RunState};
 use crate::runtime::opcache;
@@ -21,8 +21,8 @@ use crate::runtime::info::{PoolId, ThreadInfo};
 use crate::runtime::counters::PoolCounters;
 use crate::runtime::generation::{Generation, JobOutcome};
 use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, TaskRouter};
-use crate::scaling::{Limits, Pools, Scaler};
-use crate::watchdog::{Deadlines, Watchdog};
+use crate::supervisor::scaling::{Limits, Pools, Scaler};
+use crate::supervisor::watchdog::{Deadlines, Watchdog};
 use crate::php::sys::{self, OpcacheHook, ShimVars};
 
 /// The classic pool's id.

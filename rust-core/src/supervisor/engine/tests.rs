@@ -276,7 +276,7 @@ fn max_memory_recycles_a_growing_script_and_counts_its_growth() {
 fn post_max_size_is_read_at_startup() {
     with_engine(r#"{"php_ini":{"post_max_size":"3M"}}"#, 1, |engine| {
         assert_eq!(engine.post_max_size(), 3 << 20);
-        assert_eq!(crate::stats::collect(engine).post_max_size, 3 << 20);
+        assert_eq!(crate::supervisor::stats::collect(engine).post_max_size, 3 << 20);
     });
 }
 
@@ -464,7 +464,7 @@ fn stats_list_threads_and_pools() {
         get_body(engine, 4, &w);
         // Counted just after the response left.
         eventually("the request is counted", || engine.pool(4).unwrap().stats().duration.count == 1);
-        let stats = crate::stats::collect(engine);
+        let stats = crate::supervisor::stats::collect(engine);
         assert_eq!(stats.threads.len(), 3);
         let worker: Vec<_> = stats.threads.iter().filter(|t| t.pool == 4).collect();
         assert_eq!(worker.len(), 1);
@@ -511,7 +511,7 @@ fn autoscaling_adds_threads_while_requests_wait_and_removes_idle_ones() {
         assert!(wait_event("added PHP threads: requests are waiting", r#""worker":"","added":"#));
         eventually("idle extra threads end", || engine.pool(CLASSIC).unwrap().load().threads == 1);
         assert!(wait_event("removed idle PHP threads", r#""worker":"","removed":"#));
-        let stats = crate::stats::collect(engine);
+        let stats = crate::supervisor::stats::collect(engine);
         assert_eq!(stats.max_threads, 5);
         let classic = stats.pools.iter().find(|p| p.id == CLASSIC).unwrap();
         assert!(classic.wait.count == 12 && classic.wait.sum > 0.2, "requests waited: {:?}", classic.wait);
