@@ -10,6 +10,10 @@ package phpworker
 import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	// The `br` encoder, which FrankenPHP's and Octane's `encode zstd br gzip` needs:
+	// building php_worker into Caddy registers it too.
+	_ "github.com/php-worker/php_worker/go-module/encoders/brotli"
 )
 
 func init() {

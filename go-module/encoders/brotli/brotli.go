@@ -1,7 +1,8 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+// Package brotli is the `br` encoder of Caddy's encode handler, in pure Go.
+package brotli
 
 import (
 	"fmt"
