@@ -356,7 +356,16 @@ func (a *App) Validate() error {
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
 	}
-	return nil
+	// What the engine would refuse (a php_ini line PHP cannot read), the core says now:
+	// `caddy validate` catches it, and a reload does not stop PHP to find out.
+	return checkSettings(a.engineSettings())
+}
+
+// engineSettings is what an engine for this config starts with.
+func (a *App) engineSettings() engineSettings {
+	settings := withBundle(a.PHPIni)
+	settings.ThreadMaxRequests = a.MaxRequests
+	return settings
 }
 
 // addWorkers registers workers of this config (the global ones, or a site handler's in
@@ -429,9 +438,7 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings := withBundle(a.PHPIni)
-	settings.ThreadMaxRequests = a.MaxRequests
-	return &plan{settings: settings, classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
+	return &plan{settings: a.engineSettings(), classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
 		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
 		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
 		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil

@@ -417,3 +417,25 @@ func TestResponseBufferValidation(t *testing.T) {
 		t.Errorf("valid bounds refused: %v", err)
 	}
 }
+
+// TestValidateAsksTheCoreAboutPHPIni: a php_ini line PHP cannot read fails validation
+// (`caddy validate`, and a reload before it stops PHP), with the core's reason; a good
+// one passes. No PHP starts.
+func TestValidateAsksTheCoreAboutPHPIni(t *testing.T) {
+	for _, c := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{"memory_limit", "256M", true},
+		{"extension", "redis.so", true},
+		{"a[b]", "1", false},
+		{"memory_limit", "256M\nauto_prepend_file=/etc/passwd", false},
+	} {
+		app := App{PHPIni: PHPIni{}}
+		app.PHPIni.Set(c.key, c.value)
+		err := app.Validate()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "is not a valid ini line")) {
+			t.Errorf("php_ini %q %q: error %v", c.key, c.value, err)
+		}
+	}
+}

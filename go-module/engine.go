@@ -132,12 +132,29 @@ func coreError(err *C.php_worker_error_t) error {
 
 var errEngineStopped = errors.New("the PHP engine is stopped")
 
-// newEngine starts PHP with the engine settings (php_worker_engine_new reads their JSON).
-func newEngine(s engineSettings) (*engine, error) {
-	settings, err := json.Marshal(struct {
+// engineJSON is the JSON of php_worker_engine_new for settings s.
+func engineJSON(s engineSettings) ([]byte, error) {
+	return json.Marshal(struct {
 		engineSettings
 		Completions bool `json:"completions"`
 	}{s, true})
+}
+
+// checkSettings tells whether an engine would start with s, starting no PHP
+// (php_worker_engine_config_check).
+func checkSettings(s engineSettings) error {
+	settings, err := engineJSON(s)
+	if err != nil {
+		return err
+	}
+	cfg := C.CBytes(settings)
+	defer C.free(cfg)
+	return coreError(C.php_worker_engine_config_check((*C.uint8_t)(cfg), C.size_t(len(settings))))
+}
+
+// newEngine starts PHP with the engine settings (php_worker_engine_new reads their JSON).
+func newEngine(s engineSettings) (*engine, error) {
+	settings, err := engineJSON(s)
 	if err != nil {
 		return nil, err
 	}

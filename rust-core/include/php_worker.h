@@ -307,6 +307,15 @@ php_worker_error_t *php_worker_engine_new(const uint8_t *config_json,
                                           const php_worker_callbacks_t *callbacks,
                                           php_worker_engine_t **engine_out);
 
+// Checks an engine config, the JSON php_worker_engine_new() reads, without starting
+// PHP: returns NULL when an engine would accept it, else the error it would give (to
+// free with php_worker_error_delete()). For a host's config validation; any thread,
+// never blocks.
+//
+// # Safety
+// `config_json` is readable for `config_len` bytes.
+php_worker_error_t *php_worker_engine_config_check(const uint8_t *config_json, size_t config_len);
+
 // Stops taking requests, lets queued and running ones finish for up to `grace_ms`,
 // stops the scripts still running then (the way max_execution_time does), and stops
 // PHP. Blocks until done. Submissions made afterwards fail with PHP_WORKER_ERR_STOPPED.

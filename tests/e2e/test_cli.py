@@ -205,3 +205,20 @@ def test_php_server_runs_workers_and_watches_them(tmp_path):
 def test_php_server_refuses_a_bad_worker_flag():
     p = subprocess.run([str(CADDY), "php-server", "--worker", "index.php:0"], capture_output=True, timeout=30)
     assert p.returncode != 0 and b"thread count must be positive" in p.stderr
+
+
+def test_caddy_validate_refuses_a_php_ini_line_php_cannot_read(tmp_path):
+    """`caddy validate` asks the core about php_ini without starting PHP: a key PHP's ini
+    reader cannot take is refused there, naming it, instead of failing the next start
+    (or a reload) of the engine; a good config validates."""
+    def validate(ini):
+        f = tmp_path / "Caddyfile"
+        f.write_text(f"{{\n\tphp_worker {{\n\t\tphp_ini {ini}\n\t}}\n}}\n:0 {{\n\tphp_worker\n}}\n")
+        p = subprocess.run([str(CADDY), "validate", "--config", str(f), "--adapter", "caddyfile"],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr
+    status, err = validate('"a[b]" 1')
+    assert status != 0 and "a[b]" in err and "is not a valid ini line" in err, err
+    assert "PHP 8" not in err, "no PHP started"
+    status, err = validate("memory_limit 256M")
+    assert status == 0, err

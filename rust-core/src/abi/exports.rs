@@ -123,6 +123,22 @@ pub unsafe extern "C" fn php_worker_engine_new(
     })
 }
 
+/// Checks an engine config, the JSON php_worker_engine_new() reads, without starting
+/// PHP: returns NULL when an engine would accept it, else the error it would give (to
+/// free with php_worker_error_delete()). For a host's config validation; any thread,
+/// never blocks.
+///
+/// # Safety
+/// `config_json` is readable for `config_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_engine_config_check(config_json: *const u8, config_len: usize) -> *mut ErrorHandle {
+    catch(|| {
+        // SAFETY: per the function contract.
+        let json = unsafe { bytes(config_json, config_len)? };
+        EngineConfig::from_json(json).map(drop)
+    })
+}
+
 /// Stops taking requests, lets queued and running ones finish for up to `grace_ms`,
 /// stops the scripts still running then (the way max_execution_time does), and stops
 /// PHP. Blocks until done. Submissions made afterwards fail with PHP_WORKER_ERR_STOPPED.
