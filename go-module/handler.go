@@ -394,8 +394,9 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		b.contentLength = r.ContentLength
 	}
 	pool := uint32(C.PHP_WORKER_CLASSIC_POOL)
+	var removed *atomic.Bool
 	if worker != nil {
-		pool = worker.pool.id
+		pool, removed = worker.pool.id, &worker.pool.removed
 		if h.owns(worker) {
 			// The worker's env includes the site's; the core has its pool's part.
 			buildRequest(b, r, s, repl, worker.requestEnv)
@@ -447,7 +448,7 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 	}
 	pr.body = body     // closed with the request
 	defer pr.release() // the handler's reference
-	core, rc := php.submit(r.Context(), engineWait, pool, b, flags, pr.handle)
+	core, rc := php.submit(r.Context(), engineWait, pool, removed, b, flags, pr.handle)
 	putRequestBuffer(b)
 	if rc != C.PHP_WORKER_OK {
 		pr.release() // the core never got it
@@ -458,6 +459,8 @@ func (h *Handler) servePHP(w http.ResponseWriter, r *http.Request, s script, rep
 		return h.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
 	case C.PHP_WORKER_ERR_STOPPED:
 		return h.unavailable(w, "PHP is not running", time.Second)
+	case C.PHP_WORKER_ERR_UNKNOWN_POOL:
+		return h.unavailable(w, "worker "+worker.Name+" was removed by a config change", time.Second)
 	default:
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
 	}

@@ -28,6 +28,9 @@ var nextPoolID atomic.Uint32
 type workerPool struct {
 	id  uint32
 	key string
+	// The last config using it is gone: a request still headed for it (an old
+	// config's handler finishing its requests) is refused at once, not after engineWait.
+	removed atomic.Bool
 }
 
 // acquirePool returns the pool of the worker key, creating it for the first config
@@ -49,6 +52,7 @@ func releasePool(key string) {
 // Destruct removes the pool from the running engine: it serves what is queued, then
 // its threads end.
 func (p *workerPool) Destruct() error {
+	p.removed.Store(true)
 	php.removePool(p)
 	return nil
 }

@@ -351,6 +351,7 @@ func (rt *phpRuntime) removePool(p *workerPool) {
 			appLogger().Error("deleting a worker pool", zap.String("worker", p.key), zap.Error(err))
 		}
 	}
+	rt.notify() // requests waiting for this pool learn it is gone
 	appLogger().Info("worker removed: its threads finish their requests and stop", zap.String("worker", p.key))
 }
 
@@ -376,9 +377,9 @@ func (rt *phpRuntime) restartWatched(p *workerPool, files []string) {
 // submit hands a request to a pool of the running engine, waiting for an engine (the
 // php_worker app may start after the http app, and php_ini changes restart PHP) and for
 // the pool (a new worker exists once its config has started). It gives up when ctx is
-// done or after wait.
-func (rt *phpRuntime) submit(ctx context.Context, wait time.Duration, pool uint32, b *requestBuffer, flags uint32,
-	handle uintptr) (*C.php_worker_request_t, C.int32_t) {
+// done, after wait, or at once when removed says the pool was deleted for good.
+func (rt *phpRuntime) submit(ctx context.Context, wait time.Duration, pool uint32, removed *atomic.Bool, b *requestBuffer,
+	flags uint32, handle uintptr) (*C.php_worker_request_t, C.int32_t) {
 	var timeout <-chan time.Time
 	for {
 		changes := rt.changes()
@@ -386,6 +387,9 @@ func (rt *phpRuntime) submit(ctx context.Context, wait time.Duration, pool uint3
 			core, rc := e.submit(pool, b, flags, handle)
 			if rc != C.PHP_WORKER_ERR_STOPPED && rc != C.PHP_WORKER_ERR_UNKNOWN_POOL {
 				return core, rc
+			}
+			if rc == C.PHP_WORKER_ERR_UNKNOWN_POOL && removed != nil && removed.Load() {
+				return nil, C.PHP_WORKER_ERR_UNKNOWN_POOL
 			}
 		}
 		if timeout == nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,4 +292,28 @@ func statsOf(t *testing.T) testStats {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestARequestForARemovedWorkerIsRefusedAtOnce: a config's handler that still gets a
+// request for its worker after the worker was removed (the old config of a reload that
+// dropped it) answers 503 at once, not after waiting engineWait for the pool.
+func TestARequestForARemovedWorkerIsRefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	versionedWorker(t, filepath.Join(dir, "worker.php"), "v1")
+	c := newTestConfig(t, dir, 3, nil, worker("dropped", 1))
+	if err := c.app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.app.Stop()
+	defer c.app.Cleanup()
+	c.eventually(t, "/w", "v1")
+	_ = c.handler.Cleanup() // the last config using the worker: its pool is deleted
+	select {
+	case rec := <-c.serve("/w"):
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "was removed by a config change") {
+			t.Errorf("got %d %q, want 503 naming the removal", rec.Code, rec.Body.String())
+		}
+	case <-time.After(engineWait / 3):
+		t.Fatal("the request waited for a pool that was removed for good")
+	}
 }
