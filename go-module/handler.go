@@ -51,7 +51,8 @@ type Handler struct {
 	// case-insensitive. Default: [".php"].
 	SplitPath []string `json:"split_path,omitempty"`
 
-	// Do not serve static files: every request that is not a script goes to the index.
+	// Do not serve static files: every request that is not a script goes to the index,
+	// or, with index "off" too, to the next handler of the route.
 	DisableFileServer bool `json:"disable_file_server,omitempty"`
 
 	// Resolve symlinks in the root once, at provision time (or once per distinct root
@@ -268,6 +269,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case targetStatic:
 		return h.fileServer.ServeHTTP(w, r, next)
 	case targetNotFound:
+		if h.Index == "off" && h.DisableFileServer {
+			// It serves scripts only (FrankenPHP's php, or php_server with index off
+			// and file_server off): what is not one is for the next handler.
+			return next.ServeHTTP(w, r)
+		}
 		return caddyhttp.Error(http.StatusNotFound, nil)
 	}
 	return h.servePHP(w, r, s, repl, h.workerFor(s.filename))

@@ -317,3 +317,31 @@ def test_max_wait_time_counts_only_the_time_no_thread_is_free(start_server):
     assert r.status == 503 and r.header("Retry-After"), (r.status, r.text)
     busy.join(30)
     assert srv.get("/hello.php").status == 200
+
+
+def test_a_handler_that_serves_scripts_only_passes_other_requests_on(start_server, tmp_path):
+    """php_server with index off and file_server off, or FrankenPHP's php directive,
+    serves the scripts requests name; any other request goes to the next handler of the
+    route, as FrankenPHP's do, instead of an empty 404."""
+    (tmp_path / "a.php").write_text("<?php echo 'script';")
+
+    def caddyfile(port, admin, block):
+        return f"""{{
+	admin 127.0.0.1:{admin}
+	persist_config off
+}}
+:{port} {{
+	bind 127.0.0.1
+	root * {tmp_path}
+	route {{
+		{block}
+		respond "next handler"
+	}}
+}}
+"""
+    for name, block in (("php-server-scripts-only", "php_server {\n\t\t\tindex off\n\t\t\tfile_server off\n\t\t}"),
+                        ("php-scripts-only", "php")):
+        srv = start_server(name, lambda port, admin: caddyfile(port, admin, block))
+        assert srv.get("/a.php").text == "script"
+        r = srv.get("/no/such/page")
+        assert (r.status, r.text) == (200, "next handler"), (name, r.status, r.text)
