@@ -308,6 +308,8 @@ def test_max_wait_time_counts_only_the_time_no_thread_is_free(start_server):
     is handed to it, never refused for the microseconds of the hand-over; one that
     finds it busy is answered 503 at once."""
     srv = start_server("max-wait-handover", threads=1, site_extra="", global_extra="\t\tmax_wait_time 1ns")
+    # Once the thread has started (until then no thread is free, and 503 is right).
+    assert eventually(lambda: srv.get("/hello.php").status == 200)
     statuses = [srv.get("/hello.php").status for _ in range(30)]
     assert statuses == [200] * 30, statuses
     busy = threading.Thread(target=lambda: srv.get("/sleep.php?ms=1500", timeout=30))

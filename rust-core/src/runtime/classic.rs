@@ -51,6 +51,9 @@ fn run(request: Box<Request>) -> bool {
             ("thread", info.name().into()),
         ]);
     }
+    if result == RunResult::Ok {
+        with_thread(|t| t.mark_free()); // before the response completes: see PhpThread::mark_free
+    }
     end_request(outcome.memory, ctx.finish(outcome.fatal));
     with_thread(|t| t.env.reset());
     result == RunResult::Ok

@@ -66,8 +66,9 @@ pub struct PoolCounters {
     pub restarts: AtomicU64,
     /// The routes whose requests left a worker script's memory larger.
     pub memory_growth: Mutex<RouteGrowth>,
-    /// Threads blocked on the pool's queue now: a request queued meanwhile is taken at
-    /// once (max_wait_time does not count that hand-over).
+    /// Threads between two requests now, looking for the next (PhpThread::next_job): a
+    /// request queued meanwhile is taken at once (max_wait_time does not count that
+    /// hand-over).
     pub waiting: AtomicUsize,
 }
 

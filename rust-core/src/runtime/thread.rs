@@ -4,12 +4,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, select};
 
-use super::counters::RouteGrowth;
+use super::counters::{PoolCounters, RouteGrowth};
 use super::generation::Generation;
 use super::info::{ThreadInfo, ThreadState};
 use super::protocol::{Assignment, Command, Job, Leave, TaskRouter};
@@ -52,6 +52,8 @@ pub struct PhpThread {
     pub tasks: Option<Arc<dyn TaskRouter>>,
     /// The answers of the thread's last php_worker_task() call, for the C shim to copy.
     pub task_answers: Vec<TaskResult>,
+    /// The pool whose free threads count this one (see PhpThread::mark_free).
+    counted_free: Option<Arc<PoolCounters>>,
     /// Requests served on the thread's current PHP context.
     pub(super) context_requests: u64,
     /// After this many, the thread starts a fresh PHP context (0: never).
@@ -149,22 +151,6 @@ pub fn end_request(memory: usize, scratch: Scratch) {
     }
 }
 
-/// Counts the calling thread among its pool's waiting threads while it lives.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn on(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Waiting(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Whether a thread stays with its pool.
 enum Standing {
     Serving,
@@ -205,6 +191,7 @@ impl PhpThread {
                 store_out: Vec::new(),
                 tasks,
                 task_answers: Vec::new(),
+                counted_free: None,
                 context_requests: 0,
                 context_max_requests: 0,
             })
@@ -228,9 +215,34 @@ impl PhpThread {
         std::mem::replace(&mut self.assignment, assignment)
     }
 
+    /// Counts the thread among its pool's free threads, from the moment its request's
+    /// response is complete (before the host can send the next request) until it takes
+    /// its next job: a request queued meanwhile is this thread's soon, and
+    /// max_wait_time does not count that hand-over. Not a thread of a staged generation,
+    /// which takes no requests yet.
+    pub fn mark_free(&mut self) {
+        if self.counted_free.is_none() && self.assignment.takes_requests() {
+            self.assignment.counters.waiting.fetch_add(1, Ordering::Relaxed);
+            self.counted_free = Some(self.assignment.counters.clone());
+        }
+    }
+
+    fn mark_taken(&mut self) {
+        if let Some(counters) = self.counted_free.take() {
+            counters.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Blocks for the next request of the thread's pool, or for a command that makes it
     /// leave. Commands that do not (Activate, Drain) are handled here.
     pub fn next_job(&mut self) -> Job {
+        self.mark_free();
+        let job = self.wait_for_job();
+        self.mark_taken();
+        job
+    }
+
+    fn wait_for_job(&mut self) -> Job {
         loop {
             if let Some(leave) = self.take_leave() {
                 return Job::Leave(leave);
@@ -257,7 +269,6 @@ impl PhpThread {
                 // it sleeps, and catches the next request of a busy pool without a
                 // futex wake-up, which a select over two channels mostly needs (25% of
                 // the hello-world throughput). Commands wait for it at most this long.
-                let _waiting = Waiting::on(&self.assignment.counters.waiting);
                 match self.assignment.queue.recv_timeout(QUEUE_FIRST) {
                     Ok(request) if request.run_state().start() => return Job::Request(request),
                     Ok(request) => return Job::Withdrawn(request),

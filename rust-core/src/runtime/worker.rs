@@ -516,6 +516,9 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
                 run.growth.record(uri, grew);
                 t.assignment.counters.grew(uri, grew);
             }
+            if !failed {
+                t.mark_free(); // before the response completes: see PhpThread::mark_free
+            }
             Some(ctx)
         });
         if let Some(ctx) = ctx {
