@@ -541,13 +541,7 @@ func bodyError(err error) error {
 // logged why): 504 if nothing left yet, else the response is cut off, so the client
 // sees it incomplete rather than whole.
 func (h *Handler) expired(w http.ResponseWriter, pr *phpRequest) error {
-	pr.mu.Lock()
-	pr.abandoned = true
-	sent := pr.sent
-	pr.mu.Unlock()
-	if sent {
-		panic(http.ErrAbortHandler)
-	}
+	pr.abandonOrAbort()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusGatewayTimeout)
 	_, _ = io.WriteString(w, "504 Gateway Timeout: the PHP script ran past its time limit\n")
@@ -558,13 +552,7 @@ func (h *Handler) expired(w http.ResponseWriter, pr *phpRequest) error {
 // logged why): 500 if nothing left yet, else the response is cut off, never framed as
 // complete.
 func (h *Handler) truncated(w http.ResponseWriter, pr *phpRequest) error {
-	pr.mu.Lock()
-	pr.abandoned = true
-	sent := pr.sent
-	pr.mu.Unlock()
-	if sent {
-		panic(http.ErrAbortHandler)
-	}
+	pr.abandonOrAbort()
 	return caddyhttp.Error(http.StatusInternalServerError, errTruncated)
 }
 

@@ -316,6 +316,19 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	return n
 }
 
+// abandonOrAbort ends the callbacks' use of a response that cannot be sent as PHP made
+// it: it returns when nothing left yet (the caller answers the error), and cuts the
+// connection off when the headers already left, so the client sees it incomplete.
+func (pr *phpRequest) abandonOrAbort() {
+	pr.mu.Lock()
+	pr.abandoned = true
+	sent := pr.sent
+	pr.mu.Unlock()
+	if sent {
+		panic(http.ErrAbortHandler)
+	}
+}
+
 // endReads ends the PHP thread's reading of the body before the handler returns: a
 // read waiting on the client is cut short (its connection's read deadline), and later
 // ones fail at once.
