@@ -528,3 +528,16 @@ def worker_server(start_server):
 def php(request):
     """The default app, once in classic mode and once through the worker executor."""
     return request.getfixturevalue("server" if request.param == "classic" else "worker_server")
+
+
+def bcrypt_cost(srv, doublings, start=10):
+    """A bcrypt cost whose hash (tests/e2e/app/public/bcrypt.php: one long C call PHP's
+    time limit cannot cut short) runs 2**doublings times as long as the first one that
+    takes 0.2 s on this machine: bcrypt's cost doubles its time."""
+    cost, took = start, 0.0
+    while took < 0.2:
+        cost += 1
+        began = time.monotonic()
+        assert srv.get(f"/bcrypt.php?cost={cost}").text == "60"
+        took = time.monotonic() - began
+    return cost + doublings
