@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, select};
 
-use super::counters::{PoolCounters, RouteGrowth};
+use super::counters::RouteGrowth;
 use super::generation::Generation;
 use super::info::{ThreadInfo, ThreadState};
 use super::protocol::{Assignment, Command, Job, Leave, TaskRouter};
@@ -52,8 +52,8 @@ pub struct PhpThread {
     pub tasks: Option<Arc<dyn TaskRouter>>,
     /// The answers of the thread's last php_worker_task() call, for the C shim to copy.
     pub task_answers: Vec<TaskResult>,
-    /// The pool whose free threads count this one (see PhpThread::mark_free).
-    counted_free: Option<Arc<PoolCounters>>,
+    /// Its pool counts it among its free threads (see PhpThread::mark_free).
+    counted_free: bool,
     /// Requests served on the thread's current PHP context.
     pub(super) context_requests: u64,
     /// After this many, the thread starts a fresh PHP context (0: never).
@@ -191,7 +191,7 @@ impl PhpThread {
                 store_out: Vec::new(),
                 tasks,
                 task_answers: Vec::new(),
-                counted_free: None,
+                counted_free: false,
                 context_requests: 0,
                 context_max_requests: 0,
             })
@@ -206,11 +206,14 @@ impl PhpThread {
 
     /// Frees the calling thread's state.
     pub(super) fn uninstall() {
-        CURRENT.with(|t| t.borrow_mut().take());
+        if let Some(mut t) = CURRENT.with(|t| t.borrow_mut().take()) {
+            t.mark_taken(); // an ending thread is nobody's free thread
+        }
     }
 
     /// Serves another assignment (the thread moved pools); returns the previous one.
     pub(super) fn switch(&mut self, assignment: Assignment) -> Assignment {
+        self.mark_taken(); // free for its old pool, not yet for the new one
         self.standing = Standing::Serving;
         std::mem::replace(&mut self.assignment, assignment)
     }
@@ -221,15 +224,17 @@ impl PhpThread {
     /// max_wait_time does not count that hand-over. Not a thread of a staged generation,
     /// which takes no requests yet.
     pub fn mark_free(&mut self) {
-        if self.counted_free.is_none() && self.assignment.takes_requests() {
+        if !self.counted_free && self.assignment.takes_requests() {
             self.assignment.counters.waiting.fetch_add(1, Ordering::Relaxed);
-            self.counted_free = Some(self.assignment.counters.clone());
+            self.counted_free = true;
         }
     }
 
+    /// Its pool no longer counts it free: it took a job, moves to another pool (switch)
+    /// or ends (uninstall).
     fn mark_taken(&mut self) {
-        if let Some(counters) = self.counted_free.take() {
-            counters.waiting.fetch_sub(1, Ordering::Relaxed);
+        if std::mem::take(&mut self.counted_free) {
+            self.assignment.counters.waiting.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
