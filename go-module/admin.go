@@ -4,15 +4,12 @@
 package phpworker
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 )
 
 func init() {
@@ -78,11 +75,11 @@ func (adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use POST")}
 	}
-	restarted, err := php.restartWorkers()
+	restarted, err := php.RestartWorkers()
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
-	failed, err := php.waitForGenerations(restarted, time.Now().Add(restartTimeout))
+	failed, err := php.WaitForGenerations(restarted, time.Now().Add(restartTimeout))
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
@@ -101,73 +98,14 @@ func (adminAPI) threads(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
 	stats := []byte(`{"threads":[],"pools":[]}`)
-	if e := php.engine.Load(); e != nil {
-		if s, err := e.stats(); err == nil {
+	if e := php.Engine(); e != nil {
+		if s, err := e.StatsJSON(); err == nil {
 			stats = s
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(stats)
 	return err
-}
-
-// restartWorkers starts a new, active generation in every worker pool; it returns the
-// generation of each pool.
-func (rt *phpRuntime) restartWorkers() (map[uint32]uint32, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	e := rt.engine.Load()
-	if e == nil {
-		return nil, errors.New("PHP is not running")
-	}
-	ids := make([]uint32, 0, len(rt.pools))
-	for id := range rt.pools {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	generations := map[uint32]uint32{}
-	for _, id := range ids {
-		generation, err := e.restartPool(id, nil, true)
-		if err != nil {
-			return generations, fmt.Errorf("restarting worker %s: %w", rt.pools[id].key, err)
-		}
-		generations[id] = generation
-	}
-	appLogger().Info("restarting workers", zap.Int("workers", len(ids)))
-	return generations, nil
-}
-
-// waitForGenerations waits until every pool runs only the threads of its generation
-// (or a later one, or the pool is gone), or has threads that fail to boot; it returns
-// the names of those.
-func (rt *phpRuntime) waitForGenerations(generations map[uint32]uint32, deadline time.Time) ([]string, error) {
-	for {
-		stats, err := rt.readStats()
-		if err != nil {
-			return nil, err
-		}
-		if stats == nil {
-			return nil, errors.New("PHP stopped")
-		}
-		var waiting, failed []string
-		for _, p := range stats.Pools {
-			want, ok := generations[p.ID]
-			switch {
-			case !ok || p.Generation > want:
-			case p.Failing > 0:
-				failed = append(failed, p.Worker)
-			case p.Ready < p.Threads || p.Threads == 0:
-				waiting = append(waiting, p.Worker)
-			}
-		}
-		if len(waiting) == 0 {
-			return failed, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the new scripts of %s are still booting", strings.Join(waiting, ", "))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Interface guards

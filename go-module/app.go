@@ -5,6 +5,7 @@ package phpworker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -14,6 +15,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
+	"github.com/php-worker/php_worker/go-module/internal/request"
 	"go.uber.org/zap"
 )
 
@@ -152,9 +156,9 @@ type App struct {
 	logger    *zap.Logger
 	registry  *workerRegistry
 	exit      *exitState
-	plan      *plan          // set by Start
-	watchers  []*fileWatcher // from Start to Stop
-	scheduler *scheduler     // from Start to Stop
+	plan      *plan                 // set by Start
+	watchers  []*phpruntime.Watcher // from Start to Stop
+	scheduler *scheduler            // from Start to Stop
 }
 
 // workerRegistry holds the workers of one config: the global ones and those the site
@@ -255,16 +259,16 @@ func (a *App) setup(ctx caddy.Context) {
 		a.LocalStoreSize = defaultLocalStoreSize
 	}
 	if a.ResponseBuffer == 0 {
-		a.ResponseBuffer = defaultResponseBuffer
+		a.ResponseBuffer = request.DefaultResponseBuffer
 	}
 	if a.ResponseBufferTotal == 0 {
-		a.ResponseBufferTotal = defaultResponseBufferTotal
+		a.ResponseBufferTotal = request.DefaultResponseBufferTotal
 	}
 	if a.RequestBuffer == 0 {
-		a.RequestBuffer = defaultRequestBuffer
+		a.RequestBuffer = request.DefaultRequestBuffer
 	}
 	if a.RequestBufferTotal == 0 {
-		a.RequestBufferTotal = defaultRequestBufferTotal
+		a.RequestBufferTotal = request.DefaultRequestBufferTotal
 	}
 	a.registry = &workerRegistry{names: map[string]int{}, globalFiles: map[string]*WorkerConfig{}}
 }
@@ -308,7 +312,7 @@ func (a *App) stopForExit() {
 	go func() {
 		defer close(done)
 		time.Sleep(delay)
-		php.stop(a)
+		php.Stop(a.runtimePlan())
 	}()
 }
 
@@ -358,7 +362,11 @@ func (a *App) Validate() error {
 	}
 	// What the engine would refuse (a php_ini line PHP cannot read), the core says now:
 	// `caddy validate` catches it, and a reload does not stop PHP to find out.
-	return checkSettings(a.engineSettings())
+	settings, err := a.engineSettings().JSON()
+	if err != nil {
+		return err
+	}
+	return core.CheckSettings(settings)
 }
 
 // engineSettings is what an engine for this config starts with.
@@ -380,7 +388,7 @@ func (a *App) addWorkers(workers []*WorkerConfig) {
 		if a.registry.names[key]++; a.registry.names[key] > 1 {
 			key = fmt.Sprintf("%s#%d", key, a.registry.names[key])
 		}
-		w.pool = acquirePool(key)
+		w.pool = php.AcquirePool(key)
 		a.registry.all = append(a.registry.all, w)
 	}
 }
@@ -400,21 +408,36 @@ type engineSettings struct {
 	ThreadMaxRequests int `json:"thread_max_requests,omitempty"`
 }
 
-// equal tells whether an engine started with s runs as one started with o.
-func (s engineSettings) equal(o engineSettings) bool {
-	return s.PHPIni.Equal(o.PHPIni) && maps.Equal(s.INIDefaults, o.INIDefaults) &&
+// JSON is the settings as php_worker_engine_new reads them.
+func (s engineSettings) JSON() ([]byte, error) {
+	return json.Marshal(s)
+}
+
+// Equal tells whether an engine started with s runs as one started with o.
+func (s engineSettings) Equal(other phpruntime.Settings) bool {
+	o, ok := other.(engineSettings)
+	return ok && s.PHPIni.Equal(o.PHPIni) && maps.Equal(s.INIDefaults, o.INIDefaults) &&
 		s.ThreadMaxRequests == o.ThreadMaxRequests
 }
 
-// changedKeys lists, sorted, the settings whose values differ between s and o: php_ini
+// ChangedKeys lists, sorted, the settings whose values differ between s and o: php_ini
 // keys, and max_requests.
-func (s engineSettings) changedKeys(o engineSettings) []string {
+func (s engineSettings) ChangedKeys(other phpruntime.Settings) []string {
+	o, _ := other.(engineSettings)
 	keys := s.PHPIni.ChangedKeys(o.PHPIni)
 	if s.ThreadMaxRequests != o.ThreadMaxRequests {
 		keys = append(keys, "max_requests")
 		sort.Strings(keys)
 	}
 	return keys
+}
+
+// plan is what a config asks of PHP (the runtime's Plan), with the workers it was made
+// of and how "auto" chose max_threads.
+type plan struct {
+	phpruntime.Plan
+	workers       []*WorkerConfig
+	maxThreadsWhy string
 }
 
 // makePlan splits the threads between the classic pool and the workers registered so
@@ -430,7 +453,7 @@ func (a *App) makePlan() (*plan, error) {
 	}
 	total := a.NumThreads
 	if total == 0 {
-		total = max(2*cpus(), workerThreads+1)
+		total = max(2*core.CPUs(), workerThreads+1)
 	} else if total <= workerThreads {
 		return nil, fmt.Errorf("num_threads (%d) must be greater than the worker threads (%d): one thread at least serves classic scripts", total, workerThreads)
 	}
@@ -438,10 +461,17 @@ func (a *App) makePlan() (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan{settings: a.engineSettings(), classic: total - workerThreads, workers: workers, grace: time.Duration(a.ShutdownTimeout),
-		maxThreads: maxThreads, maxThreadsWhy: why, maxIdle: time.Duration(a.MaxIdleTime),
-		sharedStore: a.SharedStoreSize, localStore: a.LocalStoreSize,
-		timeoutGrace: time.Duration(a.TimeoutGrace), maxStuck: a.MaxStuckThreads}, nil
+	pools := make([]phpruntime.PoolPlan, len(workers))
+	for i, w := range workers {
+		pools[i] = phpruntime.PoolPlan{Pool: w.pool, Spec: w.spec()}
+	}
+	return &plan{
+		Plan: phpruntime.Plan{Settings: a.engineSettings(), Classic: total - workerThreads, Workers: pools,
+			Grace: time.Duration(a.ShutdownTimeout), MaxThreads: maxThreads, MaxIdle: time.Duration(a.MaxIdleTime),
+			SharedStore: a.SharedStoreSize, LocalStore: a.LocalStoreSize,
+			TimeoutGrace: time.Duration(a.TimeoutGrace), MaxStuck: a.MaxStuckThreads},
+		workers: workers, maxThreadsWhy: why,
+	}, nil
 }
 
 // Start gives this config's settings and workers to PHP: it starts PHP, or prepares the
@@ -452,11 +482,11 @@ func (a *App) Start() error {
 		return err
 	}
 	a.plan = p
-	logger.Store(a.logger)
+	php.SetLogger(a.logger)
 	if p.maxThreadsWhy != "" {
-		a.logger.Info("max_threads auto", zap.Int("max_threads", p.maxThreads), zap.String("why", p.maxThreadsWhy))
+		a.logger.Info("max_threads auto", zap.Int("max_threads", p.MaxThreads), zap.String("why", p.maxThreadsWhy))
 	}
-	if err := php.start(a, p); err != nil {
+	if err := php.Start(&p.Plan); err != nil {
 		return err
 	}
 	a.watch(p.workers)
@@ -472,11 +502,11 @@ func (a *App) watch(workers []*WorkerConfig) {
 			continue
 		}
 		pool := w.pool
-		fw, err := newFileWatcher(w.watchRoot, w.Watch, watchDebounce, a.logger.With(zap.String("worker", pool.key)),
-			func(files []string) { php.restartWatched(pool, files) })
+		fw, err := phpruntime.NewWatcher(w.watchRoot, w.Watch, watchDebounce, a.logger.With(zap.String("worker", pool.Key())),
+			func(files []string) { php.RestartWatched(pool, files) })
 		if err != nil {
 			a.logger.Error("cannot watch the worker's files; it serves without restarting on changes",
-				zap.String("worker", pool.key), zap.Error(err))
+				zap.String("worker", pool.Key()), zap.Error(err))
 			continue
 		}
 		a.watchers = append(a.watchers, fw)
@@ -495,7 +525,7 @@ func (a *App) Stop() error {
 		a.stopForExit() // PHP stops after shutdown_delay; Cleanup waits for it
 		return nil
 	}
-	php.stop(a)
+	php.Stop(a.runtimePlan())
 	return nil
 }
 
@@ -523,12 +553,21 @@ func (a *App) maxWaitTime() time.Duration {
 }
 
 // requestBufferPolicy says how request bodies wait for PHP (body.go).
-func (a *App) requestBufferPolicy() bufferPolicy {
-	return bufferPolicy{limit: a.RequestBuffer, total: a.RequestBufferTotal, off: a.UnbufferedRequests}
+func (a *App) requestBufferPolicy() request.BufferPolicy {
+	return request.BufferPolicy{Limit: a.RequestBuffer, Total: a.RequestBufferTotal, Off: a.UnbufferedRequests}
 }
 
-func (a *App) bufferPolicy() bufferPolicy {
-	return bufferPolicy{limit: a.ResponseBuffer, total: a.ResponseBufferTotal, off: a.UnbufferedResponses}
+// responseBufferPolicy says how responses wait for the client (response.go).
+func (a *App) responseBufferPolicy() request.BufferPolicy {
+	return request.BufferPolicy{Limit: a.ResponseBuffer, Total: a.ResponseBufferTotal, Off: a.UnbufferedResponses}
+}
+
+// runtimePlan is the runtime's part of the plan, nil before Start.
+func (a *App) runtimePlan() *phpruntime.Plan {
+	if a.plan == nil {
+		return nil
+	}
+	return &a.plan.Plan
 }
 
 // Interface guards

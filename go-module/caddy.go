@@ -14,9 +14,16 @@ import (
 	// The `br` encoder, which FrankenPHP's and Octane's `encode zstd br gzip` needs:
 	// building php_worker into Caddy registers it too.
 	_ "github.com/php-worker/php_worker/go-module/encoders/brotli"
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
+	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
+// php is the PHP of this process, handed down to what serves requests and runs configs.
+var php = phpruntime.New(moduleVersion(), coreBuildID)
+
 func init() {
+	core.SetHost(request.Host{Runtime: php})
 	caddy.RegisterModule(App{})
 	caddy.RegisterModule(Handler{})
 	httpcaddyfile.RegisterGlobalOption("php_worker", parseGlobalOption)

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
 // UnmarshalCaddyfile sets up the app from the global option block:
@@ -352,7 +353,7 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if len(h.SplitPath) == 0 {
 					return d.ArgErr()
 				}
-				if _, ok := normalizeSplit(h.SplitPath); !ok {
+				if _, ok := request.NormalizeSplit(h.SplitPath); !ok {
 					return d.Errf("split extensions must be ASCII: %q", h.SplitPath)
 				}
 			case "file_server":

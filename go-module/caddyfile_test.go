@@ -265,26 +265,26 @@ func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
 	w1 := &WorkerConfig{FileName: "/a.php", Name: "/a.php", Num: 2, poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}}}
 	w2 := &WorkerConfig{FileName: "/b.php", Name: "/a.php", Num: 1}
 	app.addWorkers([]*WorkerConfig{w1, w2})
-	defer releasePool(w1.pool.key)
-	defer releasePool(w2.pool.key)
+	defer php.ReleasePool(w1.pool.Key())
+	defer php.ReleasePool(w2.pool.Key())
 	p, err := app.makePlan()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.classic != 3 || len(p.workers) != 2 || len(p.settings.PHPIni) != 0 {
+	if p.Classic != 3 || len(p.workers) != 2 || len(p.Settings.(engineSettings).PHPIni) != 0 {
 		t.Errorf("plan %+v", p)
 	}
-	if w1.pool.key != "/a.php" || w2.pool.key != "/a.php#2" || w1.pool.id == w2.pool.id {
+	if w1.pool.Key() != "/a.php" || w2.pool.Key() != "/a.php#2" || w1.pool.ID() == w2.pool.ID() {
 		t.Errorf("duplicate names get unique pools: %+v %+v", w1.pool, w2.pool)
 	}
 	var spec workerSpec
 	if err := json.Unmarshal(w2.spec(), &spec); err != nil || spec.Name != "/a.php#2" || spec.Num != 1 {
 		t.Errorf("spec %+v %v", spec, err)
 	}
-	if again := acquirePool("/a.php"); again != w1.pool {
+	if again := php.AcquirePool("/a.php"); again != w1.pool {
 		t.Error("a second config gets the same pool for the same worker")
 	} else {
-		releasePool("/a.php")
+		php.ReleasePool("/a.php")
 	}
 	app.NumThreads = 3
 	if _, err := app.makePlan(); err == nil || !strings.Contains(err.Error(), "must be greater") {
@@ -297,18 +297,18 @@ func TestPlanMaxThreads(t *testing.T) {
 	app.setup(caddy.Context{Context: context.Background()})
 	w := &WorkerConfig{FileName: "/a.php", Name: "/scaled.php", Num: 2}
 	app.addWorkers([]*WorkerConfig{w})
-	defer releasePool(w.pool.key)
+	defer php.ReleasePool(w.pool.Key())
 	plan := func() (*plan, error) { return app.makePlan() }
 
-	if p, err := plan(); err != nil || p.maxThreads != 0 || p.maxIdle != defaultMaxIdleTime {
+	if p, err := plan(); err != nil || p.MaxThreads != 0 || p.MaxIdle != defaultMaxIdleTime {
 		t.Errorf("no max_threads anywhere turns autoscaling off: %+v %v", p, err)
 	}
 	w.MaxThreads = 5
-	if p, err := plan(); err != nil || p.maxThreads != 9 {
+	if p, err := plan(); err != nil || p.MaxThreads != 9 {
 		t.Errorf("a worker's max_threads adds its extra threads to num_threads: %+v %v", p, err)
 	}
 	app.MaxThreads = 16
-	if p, err := plan(); err != nil || p.maxThreads != 16 {
+	if p, err := plan(); err != nil || p.MaxThreads != 16 {
 		t.Errorf("max_threads: %+v %v", p, err)
 	}
 	app.MaxThreads = 5
@@ -317,7 +317,7 @@ func TestPlanMaxThreads(t *testing.T) {
 	}
 	app.MaxThreads = ThreadLimitAuto
 	p, err := plan()
-	if err != nil || p.maxThreads < 6 || !strings.Contains(p.maxThreadsWhy, "MiB of memory") {
+	if err != nil || p.MaxThreads < 6 || !strings.Contains(p.maxThreadsWhy, "MiB of memory") {
 		t.Errorf("auto: %+v %v", p, err)
 	}
 }

@@ -3,21 +3,15 @@
 
 package phpworker
 
-/*
-#include <stdlib.h>
-#include "php_worker.h"
-*/
-import "C"
-
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"unsafe"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/php-worker/php_worker/go-module/internal/core"
 	"github.com/spf13/cobra"
 )
 
@@ -54,11 +48,11 @@ const cliUsage = "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d k
 
 // The modes of php_worker_cli_run().
 const (
-	modeScript  = uint32(C.PHP_WORKER_CLI_SCRIPT)
-	modeCode    = uint32(C.PHP_WORKER_CLI_CODE)
-	modeVersion = uint32(C.PHP_WORKER_CLI_VERSION)
-	modeModules = uint32(C.PHP_WORKER_CLI_MODULES)
-	modeInfo    = uint32(C.PHP_WORKER_CLI_INFO)
+	modeScript  = core.CLIScript
+	modeCode    = core.CLICode
+	modeVersion = core.CLIVersion
+	modeModules = core.CLIModules
+	modeInfo    = core.CLIInfo
 )
 
 // cliCommand is a parsed php-cli command line.
@@ -217,35 +211,6 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine()) // os.File: unbuffered
 	}
 
-	var pin []unsafe.Pointer // C strings to free
-	cstr := func(s string) *C.char {
-		p := C.CString(s)
-		pin = append(pin, unsafe.Pointer(p))
-		return p
-	}
-	defer func() {
-		for _, p := range pin {
-			C.free(p)
-		}
-	}()
-	argv := (*[1 << 20]*C.char)(C.malloc(C.size_t(len(c.argv)+1) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-	pin = append(pin, unsafe.Pointer(argv))
-	for i, a := range c.argv {
-		argv[i] = cstr(a)
-	}
-	cmd := C.php_worker_cli_t{
-		mode:         C.uint32_t(c.mode),
-		argv:         (**C.char)(unsafe.Pointer(argv)),
-		argc:         C.size_t(len(c.argv)),
-		settings_len: C.size_t(len(settings)),
-		no_ini:       C.bool(c.noINI),
-	}
-	cmd.settings_json = (*C.uint8_t)(unsafe.Pointer(cstr(string(settings))))
-	if c.mode == modeCode {
-		cmd.code = cstr(c.code)
-	}
-	if c.iniPath != "" {
-		cmd.ini_path = cstr(c.iniPath)
-	}
-	return int(C.php_worker_cli_run(&cmd))
+	return core.RunCLI(core.CLICommand{Mode: c.mode, Argv: c.argv, Code: c.code, Settings: settings, INIPath: c.iniPath,
+		NoINI: c.noINI})
 }

@@ -105,15 +105,8 @@ func TestWatchLinesAddUpAndAFolderMeansItsFiles(t *testing.T) {
 	if len(w.Watch) != 2 {
 		t.Fatalf("watch lines: %q", w.Watch)
 	}
-	dir, err := parseWatchGlob(root, w.Watch[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dir.pattern != filepath.ToSlash(root)+"/app/**" {
-		t.Errorf("a folder watches every file under it: %q", dir.pattern)
-	}
-	file, err := parseWatchGlob(root, w.Watch[1])
-	if err != nil || file.pattern != filepath.ToSlash(root)+"/.env" {
-		t.Errorf("a file is watched as it is: %q %v", file.pattern, err)
+	// What a folder and a file mean to the watcher: TestAFolderMeansItsFiles.
+	if w.Watch[0] != root+"/app" || w.Watch[1] != root+"/.env" {
+		t.Errorf("watch lines: %q", w.Watch)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 )
 
 func init() {
@@ -63,15 +64,15 @@ type healthStuck struct {
 }
 
 // probe computes the answer of the live (ready false) or ready probe.
-func (rt *phpRuntime) probe(ready bool) healthState {
+func probe(rt *phpruntime.Runtime, ready bool) healthState {
 	st := healthState{Engine: "running"}
 	fail := func(format string, args ...any) { st.Reasons = append(st.Reasons, fmt.Sprintf(format, args...)) }
-	e := rt.engine.Load()
+	e := rt.Engine()
 	switch {
 	case e == nil:
 		st.Engine = "starting"
 		fail("PHP is not running (it starts, or restarts for a php_ini change)")
-	case e.stopping.Load():
+	case e.Stopping():
 		st.Engine = "stopping"
 		fail("PHP is stopping")
 	}
@@ -79,7 +80,7 @@ func (rt *phpRuntime) probe(ready bool) healthState {
 		fail("the server is stopping")
 	}
 	if e != nil {
-		s, err := rt.readStats()
+		s, err := rt.Stats()
 		switch {
 		case err != nil:
 			fail("cannot read PHP's threads: %v", err)
@@ -99,7 +100,7 @@ func (rt *phpRuntime) probe(ready bool) healthState {
 					}
 				}
 			}
-			if limit := int(rt.maxStuck.Load()); ready && limit > 0 && s.StuckThreads > 0 {
+			if limit := rt.MaxStuck(); ready && limit > 0 && s.StuckThreads > 0 {
 				st.Stuck = &healthStuck{Threads: s.StuckThreads, Limit: limit}
 				if s.StuckThreads >= limit {
 					fail("%d PHP threads are stuck: max_stuck_threads is reached", s.StuckThreads)
@@ -120,7 +121,7 @@ func writeProbe(w http.ResponseWriter, r *http.Request, ready bool) error {
 		w.Header().Set("Allow", "GET, HEAD")
 		return caddyhttp.Error(http.StatusMethodNotAllowed, fmt.Errorf("method not allowed, use GET"))
 	}
-	st := php.probe(ready)
+	st := probe(php, ready)
 	body, err := json.Marshal(st)
 	if err != nil {
 		return err

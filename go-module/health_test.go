@@ -29,7 +29,7 @@ func TestHealthDirective(t *testing.T) {
 }
 
 func TestProbesFailWithoutPHP(t *testing.T) {
-	if php.engine.Load() != nil {
+	if php.Engine() != nil {
 		t.Skip("an engine runs")
 	}
 	for _, probe := range []string{"live", "ready"} {

@@ -4,113 +4,13 @@
 package phpworker
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/request"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// The states a thread of the snapshot shows (rust-core's ThreadState names and "stuck",
-// listed in rust-core/tests/golden/thread_states.json).
-const (
-	threadStarting = "starting" // creating its PHP context
-	threadBooting  = "booting"  // running a worker script up to its first handle_request
-	threadStandby  = "standby"  // booted, its generation not taking requests yet
-	threadReady    = "ready"    // waiting for a request
-	threadBusy     = "busy"     // running a request
-	threadBackoff  = "backoff"  // a worker script failed to boot; waiting to try again
-	threadStopping = "stopping" // finishing its script before it leaves its pool
-	threadDone     = "done"     // gone
-	threadStuck    = "stuck"    // the watchdog gave up on its request
-)
-
-// threadStates is every thread state, in the core's order.
-var threadStates = []string{threadStarting, threadBooting, threadStandby, threadReady, threadBusy, threadBackoff,
-	threadStopping, threadDone, threadStuck}
-
-// engineStats is the engine's snapshot (php_worker_engine_stats).
-type engineStats struct {
-	MaxThreads      int       `json:"max_threads"`
-	HistogramBounds []float64 `json:"histogram_bounds"`
-	Threads         []struct {
-		State string `json:"state"`
-	} `json:"threads"`
-	Pools   []poolStats  `json:"pools"`
-	Opcache opcacheStats `json:"opcache"`
-	// Threads whose request ran past its deadline and that have not come back, and
-	// the requests answered that way.
-	StuckThreads    int    `json:"stuck_threads"`
-	ExpiredRequests uint64 `json:"expired_requests"`
-	// PHP's post_max_size in bytes (0: no limit).
-	PostMaxSize int64 `json:"post_max_size"`
-}
-
-// opcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).
-type opcacheStats struct {
-	Guarded              bool   `json:"guarded"`
-	RestartPending       bool   `json:"restart_pending"`
-	RestartsOutOfMemory  uint64 `json:"restarts_out_of_memory"`
-	RestartsKeyTableFull uint64 `json:"restarts_key_table_full"`
-	RestartsReset        uint64 `json:"restarts_opcache_reset"`
-	HoldsTimedOut        uint64 `json:"holds_timed_out"`
-}
-
-// poolStats is a pool in the engine's snapshot.
-type poolStats struct {
-	ID         uint32    `json:"id"`
-	Kind       string    `json:"kind"` // http, task or background
-	Worker     string    `json:"worker"`
-	Generation uint32    `json:"generation"`
-	Threads    int       `json:"threads"`
-	Ready      int       `json:"ready"`
-	Leaving    int       `json:"leaving"`
-	Restarting bool      `json:"restarting"`
-	Failing    int       `json:"failing"`
-	Busy       int       `json:"busy"`
-	Idle       int       `json:"idle"`
-	Queued     int       `json:"queued"`
-	Duration   histogram `json:"duration"`
-	Wait       histogram `json:"wait"`
-	Crashes    uint64    `json:"crashes"`
-	Restarts   uint64    `json:"restarts"`
-}
-
-// histogram is a histogram of the snapshot: cumulative counts per bound, count and sum
-// in seconds.
-type histogram struct {
-	Buckets []uint64 `json:"buckets"`
-	Count   uint64   `json:"count"`
-	Sum     float64  `json:"sum"`
-}
-
-func (h *histogram) add(o histogram) {
-	if len(h.Buckets) < len(o.Buckets) {
-		h.Buckets = append(h.Buckets, make([]uint64, len(o.Buckets)-len(h.Buckets))...)
-	}
-	for i, b := range o.Buckets {
-		h.Buckets[i] += b
-	}
-	h.Count += o.Count
-	h.Sum += o.Sum
-}
-
-// readStats is the running engine's snapshot, or nil when PHP is not running.
-func (rt *phpRuntime) readStats() (*engineStats, error) {
-	e := rt.engine.Load()
-	if e == nil {
-		return nil, nil
-	}
-	raw, err := e.stats()
-	if err != nil {
-		return nil, err
-	}
-	var s engineStats
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
 
 // collector exposes php_worker's metrics. It reads one snapshot of the engine per
 // scrape (one call into the core), so serving requests costs nothing extra.
@@ -183,13 +83,13 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads one snapshot and sends the metrics. Without a running engine it sends
 // only the gauges, at zero.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s, err := php.readStats()
+	s, err := php.Stats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.threads, err)
 		return
 	}
 	if s == nil {
-		s = &engineStats{}
+		s = &core.Stats{}
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -197,7 +97,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	hist := func(d *prometheus.Desc, h histogram, labels ...string) {
+	hist := func(d *prometheus.Desc, h core.Histogram, labels ...string) {
 		buckets := make(map[float64]uint64, len(s.HistogramBounds))
 		for i, bound := range s.HistogramBounds {
 			if i < len(h.Buckets) {
@@ -210,9 +110,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var busy, idle int
 	for _, t := range s.Threads {
 		switch t.State {
-		case threadBusy:
+		case core.ThreadBusy:
 			busy++
-		case threadReady:
+		case core.ThreadReady:
 			idle++
 		}
 	}
@@ -220,12 +120,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.busy, float64(busy))
 	gauge(c.idle, float64(idle))
 	gauge(c.maxThreads, float64(s.MaxThreads))
-	gauge(c.responseBuffered, float64(buffered.Load()))
-	gauge(c.responseSpillFiles, float64(spillFiles.Load()))
-	counter(c.responseSpills, spills.Load())
-	gauge(c.requestBuffered, float64(bodyBuffered.Load()))
-	gauge(c.requestSpillFiles, float64(bodySpillFiles.Load()))
-	counter(c.requestSpills, bodySpills.Load())
+	gauge(c.responseBuffered, float64(request.ResponseBytesBuffered()))
+	gauge(c.responseSpillFiles, float64(request.ResponseSpillFiles()))
+	counter(c.responseSpills, request.ResponseSpills())
+	gauge(c.requestBuffered, float64(request.BodyBytesBuffered()))
+	gauge(c.requestSpillFiles, float64(request.BodySpillFiles()))
+	counter(c.requestSpills, request.BodySpills())
 	counter(c.opcacheRestarts, s.Opcache.RestartsReset, "opcache_reset")
 	counter(c.opcacheRestarts, s.Opcache.RestartsOutOfMemory, "out_of_memory")
 	counter(c.opcacheRestarts, s.Opcache.RestartsKeyTableFull, "key_table_full")
@@ -250,22 +150,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	// Pools of one worker (a removed one still draining beside its successor) are
 	// summed: a label set appears once per scrape.
-	workers := map[string]*poolStats{}
+	workers := map[string]*core.PoolStats{}
 	var order []string
-	var classic poolStats
+	var classic core.PoolStats
 	var queued int
-	var wait histogram
+	var wait core.Histogram
 	for i := range s.Pools {
 		p := &s.Pools[i]
 		queued += p.Queued
-		wait.add(p.Wait)
+		wait.Add(p.Wait)
 		if p.ID == 0 {
 			classic = *p
 			continue
 		}
 		w := workers[p.Worker]
 		if w == nil {
-			w = &poolStats{Worker: p.Worker}
+			w = &core.PoolStats{Worker: p.Worker}
 			workers[p.Worker] = w
 			order = append(order, p.Worker)
 		}
@@ -275,7 +175,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		w.Queued += p.Queued
 		w.Crashes += p.Crashes
 		w.Restarts += p.Restarts
-		w.Duration.add(p.Duration)
+		w.Duration.Add(p.Duration)
 	}
 	gauge(c.queueDepth, float64(queued))
 	if s.HistogramBounds != nil {

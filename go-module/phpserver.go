@@ -17,6 +17,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
@@ -47,7 +48,7 @@ no Mercure hub).`,
 			cmd.Flags().StringP("domain", "d", "", "A domain name to serve over HTTPS")
 			cmd.Flags().StringArrayP("worker", "w", nil, "A worker script, <file>[:<num>], relative to the root; repeatable")
 			cmd.Flags().StringArray("watch", nil, "Restart the workers when a file changes: a PHP file under the root, or the glob given; repeatable")
-			cmd.Flags().Lookup("watch").NoOptDefVal = defaultWatchGlob
+			cmd.Flags().Lookup("watch").NoOptDefVal = phpruntime.DefaultWatchGlob
 			cmd.Flags().Bool("no-compress", false, "Do not compress responses")
 			cmd.Flags().BoolP("access-log", "a", false, "Log every request")
 			cmd.Flags().BoolP("debug", "v", false, "Log at debug level")

@@ -148,7 +148,7 @@ func TestAReloadStagesWorkersUntilTheOldConfigStops(t *testing.T) {
 	if got := old.get(t, "/w"); got != "v1" {
 		t.Fatalf("got %q", got)
 	}
-	engine := php.engine.Load()
+	engine := php.Engine()
 
 	// A reload: the new config provisions and starts while the old one serves.
 	versionedWorker(t, file, "v2")
@@ -181,13 +181,13 @@ func TestAReloadStagesWorkersUntilTheOldConfigStops(t *testing.T) {
 	defer next.cleanup()
 	defer next.app.Stop()
 	next.eventually(t, "/w", "v2")
-	if php.engine.Load() != engine {
+	if php.Engine() != engine {
 		t.Error("a reload that keeps php_ini keeps the engine")
 	}
-	if php.current != next.app || php.pending != nil {
+	if current, pending := php.Plans(); current != next.app.runtimePlan() || pending != nil {
 		t.Error("the new config owns PHP")
 	}
-	if got := php.pools[next.handler.Workers[0].pool.id].committed; string(got) != string(next.handler.Workers[0].spec()) {
+	if got, _ := php.CommittedSpec(next.handler.Workers[0].pool); string(got) != string(next.handler.Workers[0].spec()) {
 		t.Errorf("committed spec %s", got)
 	}
 }
@@ -210,7 +210,7 @@ func TestAConfigWhoseLoadFailsLeavesPHPAsItWas(t *testing.T) {
 	// Started, then stopped and cleaned up because another app failed to start.
 	other := WorkerConfig{FileName: "other.php", Name: "other", Num: 1, MatchPath: []string{"/o"}}
 	failed := newTestConfig(t, dir, 6, PHPIni{"memory_limit": {"64M"}}, worker("counter", 2), other)
-	failedPool := failed.handler.Workers[1].pool.id
+	failedPool := failed.handler.Workers[1].pool
 	if err := failed.app.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +222,10 @@ func TestAConfigWhoseLoadFailsLeavesPHPAsItWas(t *testing.T) {
 	if got := current.get(t, "/w"); got != "2" {
 		t.Errorf("the worker kept its state: got %q", got)
 	}
-	if php.current != current.app || php.pending != nil {
+	if cur, pending := php.Plans(); cur != current.app.runtimePlan() || pending != nil {
 		t.Error("the running config still owns PHP")
 	}
-	if _, ok := php.pools[failedPool]; ok {
+	if _, ok := php.CommittedSpec(failedPool); ok {
 		t.Error("the pool only the failed config used is gone")
 	}
 	stats := statsOf(t)
@@ -241,12 +241,12 @@ func TestAPHPIniChangeRestartsPHPWhenTheConfigIsCommitted(t *testing.T) {
 	if err := old.app.Start(); err != nil {
 		t.Fatal(err)
 	}
-	engine := php.engine.Load()
+	engine := php.Engine()
 	next := newTestConfig(t, dir, 2, PHPIni{"memory_limit": {"96M"}})
 	if err := next.app.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if php.engine.Load() != engine || next.get(t, "/ini.php") != "64M" {
+	if php.Engine() != engine || next.get(t, "/ini.php") != "64M" {
 		t.Error("PHP restarts only when the new config is committed")
 	}
 	if err := old.app.Stop(); err != nil {
@@ -255,7 +255,7 @@ func TestAPHPIniChangeRestartsPHPWhenTheConfigIsCommitted(t *testing.T) {
 	old.cleanup()
 	defer next.cleanup()
 	defer next.app.Stop()
-	if php.engine.Load() == engine {
+	if php.Engine() == engine {
 		t.Error("a php_ini change restarts PHP")
 	}
 	if got := next.get(t, "/ini.php"); got != "96M" {
@@ -283,7 +283,7 @@ type testStats struct {
 
 func statsOf(t *testing.T) testStats {
 	t.Helper()
-	raw, err := php.engine.Load().stats()
+	raw, err := php.Engine().StatsJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func statsOf(t *testing.T) testStats {
 
 // TestARequestForARemovedWorkerIsRefusedAtOnce: a config's handler that still gets a
 // request for its worker after the worker was removed (the old config of a reload that
-// dropped it) answers 503 at once, not after waiting engineWait for the pool.
+// dropped it) answers 503 at once, not after waiting 30 s for the pool.
 func TestARequestForARemovedWorkerIsRefusedAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	versionedWorker(t, filepath.Join(dir, "worker.php"), "v1")
@@ -313,7 +313,7 @@ func TestARequestForARemovedWorkerIsRefusedAtOnce(t *testing.T) {
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "was removed by a config change") {
 			t.Errorf("got %d %q, want 503 naming the removal", rec.Code, rec.Body.String())
 		}
-	case <-time.After(engineWait / 3):
+	case <-time.After(10 * time.Second): // a tenth of the 30 s a request waits for its pool
 		t.Fatal("the request waited for a pool that was removed for good")
 	}
 }

@@ -3,9 +3,6 @@
 
 package phpworker
 
-// #include "php_worker.h"
-import "C"
-
 import (
 	"context"
 	"fmt"
@@ -17,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/php-worker/php_worker/go-module/internal/core"
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 )
@@ -217,40 +215,29 @@ func (sc *ScheduleConfig) start(logger *zap.Logger, due time.Time) {
 func (sc *ScheduleConfig) run(logger *zap.Logger) {
 	name := sc.worker.Name
 	logger.Debug("scheduled job started", zap.String("job", name), zap.Strings("argv", sc.worker.argv))
-	e := php.engine.Load()
-	if e == nil || e.stopping.Load() {
+	e := php.Engine()
+	if e == nil || e.Stopping() {
 		logger.Warn("scheduled job not run: PHP is not running", zap.String("job", name))
 		jobStats.record(name, "failed", 0)
 		return
 	}
 	started := time.Now()
-	outcome, err := e.runJob(sc.worker.spec())
+	outcome, err := e.RunJob(sc.worker.spec())
 	duration := time.Since(started)
 	if err != nil {
 		logger.Error("scheduled job could not run", zap.String("job", name), zap.Error(err))
 		jobStats.record(name, "failed", duration)
 		return
 	}
-	fields := []zap.Field{zap.String("job", name), zap.Int("exit_status", int(outcome.exit_status)),
-		zap.Float64("duration_ms", float64(outcome.duration_ms))}
-	if outcome.exit_status != 0 || bool(outcome.fatal) || bool(outcome.failed_to_run) {
+	fields := []zap.Field{zap.String("job", name), zap.Int("exit_status", outcome.ExitStatus),
+		zap.Float64("duration_ms", float64(outcome.Duration.Milliseconds()))}
+	if outcome.ExitStatus != 0 || outcome.Fatal || outcome.FailedToRun {
 		logger.Warn("scheduled job failed", fields...)
-		jobStats.record(name, "failed", time.Duration(outcome.duration_ms)*time.Millisecond)
+		jobStats.record(name, "failed", outcome.Duration)
 		return
 	}
 	logger.Info("scheduled job ended", fields...)
-	jobStats.record(name, "ok", time.Duration(outcome.duration_ms)*time.Millisecond)
-}
-
-// runJob runs a scheduled job's script once and waits for it (php_worker_job_run).
-func (e *engine) runJob(spec []byte) (C.php_worker_job_outcome_t, error) {
-	var outcome C.php_worker_job_outcome_t
-	p, n, free := bytesArg(spec)
-	defer free()
-	err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
-		return C.php_worker_job_run(ptr, p, n, &outcome)
-	})
-	return outcome, err
+	jobStats.record(name, "ok", outcome.Duration)
 }
 
 // jobStats counts the runs of each job, for the metrics.
@@ -263,10 +250,10 @@ type jobCounters struct {
 
 type jobCount struct {
 	ok, failed, skipped uint64
-	seconds             histogram
+	seconds             core.Histogram
 }
 
-// jobBounds are the bounds of the run-duration histogram, in seconds.
+// jobBounds are the bounds of the run-duration core.Histogram, in seconds.
 var jobBounds = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
 
 func (j *jobCounters) record(name, result string, d time.Duration) {
@@ -274,7 +261,7 @@ func (j *jobCounters) record(name, result string, d time.Duration) {
 	defer j.mu.Unlock()
 	c := j.jobs[name]
 	if c == nil {
-		c = &jobCount{seconds: histogram{Buckets: make([]uint64, len(jobBounds))}}
+		c = &jobCount{seconds: core.Histogram{Buckets: make([]uint64, len(jobBounds))}}
 		j.jobs[name] = c
 	}
 	switch result {

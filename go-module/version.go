@@ -3,14 +3,12 @@
 
 package phpworker
 
-// #include "php_worker.h"
-import "C"
-
 import (
 	"fmt"
 	"runtime/debug"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/php-worker/php_worker/go-module/internal/core"
 )
 
 // modulePath is this module's import path, as Go's build info names it.
@@ -43,12 +41,11 @@ func moduleVersion() string {
 	return "(devel)"
 }
 
-// phpVersion is the version of the linked PHP ("8.4.24").
-func phpVersion() string {
-	return C.GoString(C.php_worker_php_version())
-}
+// coreBuildID names the Rust core linked in; xcaddy.sh stamps it at link time.
+var coreBuildID = "dev"
 
-// phpBuild says how the linked PHP was built ("ZTS, static embed SAPI, build …").
-func phpBuild() string {
-	return C.GoString(C.php_worker_php_build())
-}
+// phpVersion is the version of the linked PHP ("8.4.24").
+func phpVersion() string { return core.PHPVersion() }
+
+// phpBuild says how the linked PHP was built.
+func phpBuild() string { return core.PHPBuild() }

@@ -4,6 +4,7 @@
 package phpworker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
+	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
 // WorkerConfig is a worker script: PHP boots it once per thread and it serves requests
@@ -73,10 +77,10 @@ type WorkerConfig struct {
 	// them. In the Caddyfile, `watch` alone means **/*.php. Default: no watching.
 	Watch []string `json:"watch,omitempty"`
 
-	kind        workerKind    // set by the list the config is in (App.Background, App.TaskWorkers)
-	stopTimeout time.Duration // a background script's time to stop: the app's shutdown_timeout
-	argv        []string      // a scheduled job's command line (schedule.go)
-	pool        *workerPool   // the pool this config holds, from its Provision to its Cleanup
+	kind        workerKind       // set by the list the config is in (App.Background, App.TaskWorkers)
+	stopTimeout time.Duration    // a background script's time to stop: the app's shutdown_timeout
+	argv        []string         // a scheduled job's command line (schedule.go)
+	pool        *phpruntime.Pool // the pool this config holds, from its Provision to its Cleanup
 	released    bool
 	watchRoot   string // what relative Watch globs are relative to
 	// The env: FRANKENPHP_WORKER=1, the inherited env and its own (own wins), sorted,
@@ -129,7 +133,7 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	if w.Num == 0 && w.kind == kindBackground {
 		w.Num = 1 // a loop of its own: one copy unless asked
 	} else if w.Num == 0 {
-		w.Num = 2 * cpus()
+		w.Num = 2 * core.CPUs()
 	}
 	if w.kind == "" {
 		w.kind = kindHTTP
@@ -149,11 +153,11 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 		w.watchRoot = filepath.Dir(abs)
 	}
 	for _, g := range w.Watch {
-		if _, err := parseWatchGlob(w.watchRoot, g); err != nil {
+		if err := phpruntime.CheckWatchGlob(w.watchRoot, g); err != nil {
 			return fmt.Errorf("worker %s: %w", w.Name, err)
 		}
 	}
-	if err := checkEnv(w.Env); err != nil {
+	if err := request.CheckEnv(w.Env); err != nil {
 		return fmt.Errorf("worker %s: %w", w.Name, err)
 	}
 	merged := map[string]string{}
@@ -170,7 +174,7 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	}
 	w.poolEnv, w.requestEnv = nil, nil
 	for _, kv := range sortedPairs(merged) {
-		if hasPlaceholder(kv[1]) {
+		if request.HasPlaceholder(kv[1]) {
 			w.requestEnv = append(w.requestEnv, kv)
 		} else {
 			w.poolEnv = append(w.poolEnv, kv)
@@ -222,7 +226,7 @@ func workerFile(file, base string) (string, error) {
 func (w *WorkerConfig) releasePool() {
 	if w.pool != nil && !w.released {
 		w.released = true
-		releasePool(w.pool.key)
+		php.ReleasePool(w.pool.Key())
 	}
 }
 
@@ -287,7 +291,7 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 	case 1, 2:
 		w.FileName = args[0]
 		if len(args) == 2 && args[1] == "watch" {
-			w.Watch = []string{defaultWatchGlob}
+			w.Watch = []string{phpruntime.DefaultWatchGlob}
 		} else if len(args) == 2 {
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 1 {
@@ -358,7 +362,7 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 			// Lines add up: Octane writes one `watch <path>` line per path.
 			globs := d.RemainingArgs()
 			if len(globs) == 0 {
-				globs = []string{defaultWatchGlob}
+				globs = []string{phpruntime.DefaultWatchGlob}
 			}
 			w.Watch = append(w.Watch, globs...)
 		case "max_consecutive_failures":
@@ -381,4 +385,43 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 		return w, d.Errf("worker: invalid file name")
 	}
 	return w, nil
+}
+
+// workerSpec is the JSON read by php_worker_pool_new (rust-core/src/config.rs).
+type workerSpec struct {
+	Name             string           `json:"name"`
+	File             string           `json:"file"`
+	Num              int              `json:"num"`
+	MaxThreads       int              `json:"max_threads,omitempty"`
+	MaxRequests      int              `json:"max_requests,omitempty"`
+	MaxMemory        int64            `json:"max_memory,omitempty"`
+	MaxBootBackoffMS int64            `json:"max_boot_backoff_ms,omitempty"`
+	Boot             request.BootSpec `json:"boot"`
+	// The env without placeholders, once for the pool (rust-core's WorkerSpec.env).
+	Env           [][2]string `json:"env,omitempty"`
+	Kind          workerKind  `json:"kind,omitempty"`
+	StopTimeoutMS int64       `json:"stop_timeout_ms,omitempty"`
+	Argv          []string    `json:"argv,omitempty"`
+}
+
+// spec is what the core boots the worker with.
+func (w *WorkerConfig) spec() []byte {
+	b, err := json.Marshal(workerSpec{
+		Name: w.specName(), File: w.FileName, Num: w.Num, MaxThreads: w.MaxThreads, MaxRequests: w.MaxRequests,
+		MaxMemory: w.MaxMemory, MaxBootBackoffMS: time.Duration(w.MaxBootBackoff).Milliseconds(),
+		Boot: request.BootRequest(w.FileName, w.requestEnv), Env: w.poolEnv, Kind: w.kind, StopTimeoutMS: w.stopTimeout.Milliseconds(), Argv: w.argv,
+	})
+	if err != nil {
+		panic(err) // strings and numbers always marshal
+	}
+	return b
+}
+
+// specName is the worker's name for the core: its pool's key (unique in a config), or
+// its own name for a scheduled job, which has no pool.
+func (w *WorkerConfig) specName() string {
+	if w.pool != nil {
+		return w.pool.Key()
+	}
+	return w.Name
 }

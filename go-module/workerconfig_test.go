@@ -5,12 +5,16 @@ package phpworker
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/php-worker/php_worker/go-module/internal/core"
 )
 
 func TestWorkerProvision(t *testing.T) {
@@ -25,7 +29,7 @@ func TestWorkerProvision(t *testing.T) {
 	if w.FileName != filepath.Join(dir, "w.php") || w.Name != w.FileName {
 		t.Errorf("file %q name %q: relative files are resolved from the root", w.FileName, w.Name)
 	}
-	if w.Num != 2*cpus() {
+	if w.Num != 2*core.CPUs() {
 		t.Errorf("num defaults to 2 × CPUs, got %d", w.Num)
 	}
 	want := [][2]string{{"A", "worker"}, {"B", "site"}, {"FRANKENPHP_WORKER", "1"}}
@@ -35,7 +39,7 @@ func TestWorkerProvision(t *testing.T) {
 	if want := [][2]string{{"H", "{http.request.host}"}}; !reflect.DeepEqual(w.requestEnv, want) {
 		t.Errorf("request env = %v, want %v (values with placeholders, replaced per request)", w.requestEnv, want)
 	}
-	if !w.matches(newTestRequest("GET", "http://x/api/users")) || w.matches(newTestRequest("GET", "http://x/web")) {
+	if !w.matches(matchRequest("http://x/api/users")) || w.matches(matchRequest("http://x/web")) {
 		t.Error("match patterns")
 	}
 
@@ -78,4 +82,29 @@ func TestCheckUniqueFiles(t *testing.T) {
 	if err := checkUniqueFiles("site", routed); err != nil {
 		t.Errorf("workers that route by match may share a file: %v", err)
 	}
+}
+
+// TestThePoolEnvTravelsInTheSpec: the pool's env (FRANKENPHP_WORKER...) goes to the core
+// once, in the worker's spec, not in its boot request, which has the per-request env.
+func TestThePoolEnvTravelsInTheSpec(t *testing.T) {
+	w := &WorkerConfig{FileName: "/srv/app/public/worker.php", poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}},
+		requestEnv: [][2]string{{"APP_ENV", "{env.APP_ENV}"}}}
+	var spec workerSpec
+	if err := json.Unmarshal(w.spec(), &spec); err != nil || !reflect.DeepEqual(spec.Env, w.poolEnv) {
+		t.Errorf("the spec's env %q (%v), want %q", spec.Env, err, w.poolEnv)
+	}
+	for _, kv := range spec.Boot.Vars {
+		if kv[0] == "FRANKENPHP_WORKER" {
+			t.Error("the pool's env travels in the spec, not in the boot request")
+		}
+	}
+	if n := spec.Boot.EnvPairs; n != 1 || spec.Boot.Vars[len(spec.Boot.Vars)-1] != w.requestEnv[0] {
+		t.Errorf("the boot request ends with the per-request env: %d pairs, %q", n, spec.Boot.Vars)
+	}
+}
+
+// matchRequest is a GET as Caddy hands it to handlers, its replacer in the context.
+func matchRequest(target string) *http.Request {
+	r := httptest.NewRequest("GET", target, nil)
+	return r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
 }

@@ -85,7 +85,7 @@ step "Caddy with go build -asan ($out/caddy)"
 if ! xcaddy version 2>/dev/null | grep -q "^$XCADDY_VERSION"; then
 	go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
 fi
-# go-module/cgo.go links -lphp_worker from CGO_LDFLAGS's -L, which env.sh pointed at our
+# go-module/internal/core/cgo.go links -lphp_worker from CGO_LDFLAGS's -L, which env.sh pointed at our
 # cargo dir: the ASan core, without touching target/release.
 # As in xcaddy.sh: the core's hash in the binary makes Go relink when the core changes.
 core_id=$(sha256sum "$lib" | cut -c1-16)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes every Go native fuzz target of go-module (go-module/*fuzz_test.go) for a
-# bounded time each, starting from its seeds and its corpus in
-# go-module/testdata/fuzz/<Name>/, and fails if any target crashes. A crash leaves its
-# input in that folder: commit it, and `go test` replays it as a regression test.
+# Fuzzes every Go native fuzz target of go-module's packages (their *fuzz_test.go) for
+# a bounded time each, starting from its seeds and its corpus in the package's
+# testdata/fuzz/<Name>/, and fails if any target crashes. A crash leaves its input in
+# that folder: commit it, and `go test` replays it as a regression test.
 #
 #   tests/fuzz.sh                          every target, 20 s each
 #   FUZZ_TIME=2m tests/fuzz.sh             longer (a Go duration, plain seconds, or Nx for N inputs)
@@ -22,9 +22,25 @@ timeout=0
 [[ $fuzz_time =~ ^([0-9]+)s$ ]] && timeout=$((BASH_REMATCH[1] + 300))s
 
 cd go-module
-targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-	mapfile -t targets < <(go test -list '^Fuzz' . | grep '^Fuzz' || true)
+# Every target as <package dir>:<name>; a name given on the command line is looked up.
+all=()
+for pkg in $(go list -f '{{if .TestGoFiles}}{{.Dir}}{{end}}' ./...); do
+	rel=.${pkg#"$PWD"}
+	for name in $(go test -list '^Fuzz' "$rel" | grep '^Fuzz' || true); do
+		all+=("$rel:$name")
+	done
+done
+targets=()
+if [ $# -eq 0 ]; then
+	targets=("${all[@]}")
+else
+	for want in "$@"; do
+		found=
+		for t in "${all[@]}"; do
+			[ "${t##*:}" = "$want" ] && { targets+=("$t"); found=1; }
+		done
+		[ -n "$found" ] || { echo "no fuzz target $want in go-module"; exit 1; }
+	done
 fi
 [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets found in go-module"; exit 1; }
 
@@ -32,16 +48,17 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 summary=()
 failed=0
-for target in "${targets[@]}"; do
-	echo "== $target ($fuzz_time)"
+for entry in "${targets[@]}"; do
+	pkg=${entry%%:*} target=${entry##*:}
+	echo "== $target in $pkg ($fuzz_time)"
 	status=0
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" . 2>&1 | tee "$log" || status=$?
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" "$pkg" 2>&1 | tee "$log" || status=$?
 	execs=$(grep -o 'fuzz: elapsed: [^,]*, execs: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*$' || true)
 	if [ "$status" -ne 0 ]; then
 		failed=1
 		summary+=("$(printf '%-22s FAILED after %s execs' "$target" "${execs:-0}")")
 		if crasher=$(grep -o "testdata/fuzz/${target}/[0-9a-zA-Z_.-]*" "$log" | tail -n 1); then
-			summary+=("$(printf '%-22s   input: go-module/%s' '' "$crasher")")
+			summary+=("$(printf '%-22s   input: go-module/%s/%s' '' "${pkg#./}" "$crasher")")
 		fi
 	else
 		summary+=("$(printf '%-22s ok, %s execs' "$target" "${execs:-no}")")

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 )
 
 // fakeFS answers stat for a fixed tree; directories end with "/".
-func fakeFS(paths ...string) func(string) fileKind {
+func fakeFS(paths ...string) func(string) FileKind {
 	files, dirs := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
 		if strings.HasSuffix(p, "/") {
@@ -20,7 +20,7 @@ func fakeFS(paths ...string) func(string) fileKind {
 			files[p] = true
 		}
 	}
-	return func(name string) fileKind {
+	return func(name string) FileKind {
 		name = strings.TrimSuffix(name, "/")
 		switch {
 		case files[name]:
@@ -38,7 +38,7 @@ func TestStatKind(t *testing.T) {
 	if err := os.WriteFile(file, []byte("<?php"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if statKind(file) != regularFile || statKind(dir) != directory || statKind(file+"x") != missing {
+	if StatKind(file) != regularFile || StatKind(dir) != directory || StatKind(file+"x") != missing {
 		t.Error("statKind does not tell files, directories and missing paths apart")
 	}
 }
@@ -60,32 +60,32 @@ func TestSplitPos(t *testing.T) {
 		{"/a\uff0ephp", -1},           // fullwidth dot is not '.'
 		{"/a.\u24df\u24d7\u24df", -1}, // circled letters are not "php"
 	} {
-		if got := splitPos(tc.path, exts); got != tc.want {
+		if got := SplitPos(tc.path, exts); got != tc.want {
 			t.Errorf("splitPos(%q) = %d, want %d", tc.path, got, tc.want)
 		}
 	}
-	if got := splitPos("/a.phtml/x", []string{".php", ".phtml"}); got != 8 {
+	if got := SplitPos("/a.phtml/x", []string{".php", ".phtml"}); got != 8 {
 		t.Errorf("second extension: got %d", got)
 	}
-	if got := splitPos("/a.php/b.phtml", []string{".phtml", ".php"}); got != 6 {
+	if got := SplitPos("/a.php/b.phtml", []string{".phtml", ".php"}); got != 6 {
 		t.Errorf("the earliest split wins whatever the order of extensions: got %d", got)
 	}
 }
 
 func TestNormalizeSplitRefusesNonASCII(t *testing.T) {
-	if _, ok := normalizeSplit([]string{".PHP", ".phtml"}); !ok {
+	if _, ok := NormalizeSplit([]string{".PHP", ".phtml"}); !ok {
 		t.Fatal("ASCII extensions refused")
 	}
-	if got, _ := normalizeSplit([]string{".PHP"}); got[0] != ".php" {
+	if got, _ := NormalizeSplit([]string{".PHP"}); got[0] != ".php" {
 		t.Fatalf("not lower-cased: %q", got)
 	}
-	if _, ok := normalizeSplit([]string{".ph\u0440"}); ok {
+	if _, ok := NormalizeSplit([]string{".ph\u0440"}); ok {
 		t.Fatal("a Cyrillic extension was accepted")
 	}
 }
 
 func TestResolve(t *testing.T) {
-	rs := resolver{
+	rs := Resolver{
 		index:      "index.php",
 		split:      []string{".php"},
 		fileServer: true,
@@ -94,40 +94,40 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		path     string
-		kind     target
+		kind     Target
 		name     string
 		pathInfo string
 		filename string
 	}{
-		{"/", targetPHP, "/index.php", "", "/srv/index.php"},
-		{"/app.php", targetPHP, "/app.php", "", "/srv/app.php"},
-		{"/app.php/x/y", targetPHP, "/app.php", "/x/y", "/srv/app.php"},
-		{"/style.css", targetStatic, "", "", ""},
-		{"/dir", targetRedirect, "", "", ""},
-		{"/dir/", targetPHP, "/dir/index.php", "", "/srv/dir/index.php"},
-		{"/assets/", targetStatic, "", "", ""},
-		{"/assets", targetPHP, "/index.php", "", "/srv/index.php"},
-		{"/users/42", targetPHP, "/index.php", "", "/srv/index.php"},
-		{"/missing.php/x", targetPHP, "/index.php", "", "/srv/index.php"},
-		{"/../../etc/passwd", targetPHP, "/index.php", "", "/srv/index.php"},
-		{"/dir/../app.php", targetPHP, "/app.php", "", "/srv/app.php"},
-		{"//app.php", targetPHP, "/app.php", "", "/srv/app.php"},
+		{"/", TargetPHP, "/index.php", "", "/srv/index.php"},
+		{"/app.php", TargetPHP, "/app.php", "", "/srv/app.php"},
+		{"/app.php/x/y", TargetPHP, "/app.php", "/x/y", "/srv/app.php"},
+		{"/style.css", TargetStatic, "", "", ""},
+		{"/dir", TargetRedirect, "", "", ""},
+		{"/dir/", TargetPHP, "/dir/index.php", "", "/srv/dir/index.php"},
+		{"/assets/", TargetStatic, "", "", ""},
+		{"/assets", TargetPHP, "/index.php", "", "/srv/index.php"},
+		{"/users/42", TargetPHP, "/index.php", "", "/srv/index.php"},
+		{"/missing.php/x", TargetPHP, "/index.php", "", "/srv/index.php"},
+		{"/../../etc/passwd", TargetPHP, "/index.php", "", "/srv/index.php"},
+		{"/dir/../app.php", TargetPHP, "/app.php", "", "/srv/app.php"},
+		{"//app.php", TargetPHP, "/app.php", "", "/srv/app.php"},
 	} {
-		kind, s := rs.resolve("/srv", tc.path)
-		if kind != tc.kind || s.name != tc.name || s.pathInfo != tc.pathInfo || s.filename != tc.filename {
+		kind, s := rs.Resolve("/srv", tc.path)
+		if kind != tc.kind || s.Name != tc.name || s.PathInfo != tc.pathInfo || s.Filename != tc.filename {
 			t.Errorf("resolve(%q) = %v %+v, want %v name=%q pathInfo=%q filename=%q",
 				tc.path, kind, s, tc.kind, tc.name, tc.pathInfo, tc.filename)
 		}
-		if kind == targetPHP && s.root != "/srv" {
-			t.Errorf("resolve(%q): root %q", tc.path, s.root)
+		if kind == TargetPHP && s.Root != "/srv" {
+			t.Errorf("resolve(%q): root %q", tc.path, s.Root)
 		}
 	}
 }
 
 func TestResolveTrustsRunningWorkerFiles(t *testing.T) {
-	rs := resolver{index: "index.php", split: []string{".php"}, stat: fakeFS(),
+	rs := Resolver{index: "index.php", split: []string{".php"}, stat: fakeFS(),
 		known: func(name string) bool { return name == "/srv/index.php" }}
-	if kind, s := rs.resolve("/srv", "/users/1"); kind != targetPHP || s.filename != "/srv/index.php" {
+	if kind, s := rs.Resolve("/srv", "/users/1"); kind != TargetPHP || s.Filename != "/srv/index.php" {
 		t.Errorf("a worker's file needs no stat: got %v %+v", kind, s)
 	}
 }
@@ -144,29 +144,29 @@ func TestJoinRoot(t *testing.T) {
 
 func TestResolveWithoutFileServerOrIndex(t *testing.T) {
 	stat := fakeFS("/srv/index.php", "/srv/style.css", "/srv/dir/", "/srv/dir/index.php")
-	noFiles := resolver{index: "index.php", split: []string{".php"}, stat: stat}
-	if kind, s := noFiles.resolve("/srv", "/style.css"); kind != targetPHP || s.name != "/index.php" {
+	noFiles := Resolver{index: "index.php", split: []string{".php"}, stat: stat}
+	if kind, s := noFiles.Resolve("/srv", "/style.css"); kind != TargetPHP || s.Name != "/index.php" {
 		t.Errorf("file_server off: a static file must go to the index, got %v %+v", kind, s)
 	}
-	noIndex := resolver{split: []string{".php"}, fileServer: true, stat: stat}
-	if kind, _ := noIndex.resolve("/srv", "/dir"); kind != targetNotFound {
+	noIndex := Resolver{split: []string{".php"}, fileServer: true, stat: stat}
+	if kind, _ := noIndex.Resolve("/srv", "/dir"); kind != TargetNotFound {
 		t.Errorf("index off: no redirect and no front controller, got %v", kind)
 	}
-	if kind, _ := noIndex.resolve("/srv", "/route"); kind != targetNotFound {
+	if kind, _ := noIndex.Resolve("/srv", "/route"); kind != TargetNotFound {
 		t.Errorf("index off: got %v", kind)
 	}
 }
 
 // A root of "/" (or one ending in "/") must not double the slash before the index.
 func TestResolveIndexUnderASlashRoot(t *testing.T) {
-	rs := resolver{index: "index.php", split: []string{".php"}, fileServer: true}
+	rs := Resolver{index: "index.php", split: []string{".php"}, fileServer: true}
 	for _, root := range []string{"/", "/srv/"} {
 		prefix := strings.TrimSuffix(root, "/")
 		rs.stat = fakeFS(root, prefix+"/index.php", prefix+"/sub/", prefix+"/sub/index.php")
 		for path, want := range map[string]string{"/": prefix + "/index.php", "/sub/": prefix + "/sub/index.php"} {
-			kind, s := rs.resolve(root, path)
-			if kind != targetPHP || s.filename != want {
-				t.Errorf("root %q, resolve(%q) = %v %q, want %q", root, path, kind, s.filename, want)
+			kind, s := rs.Resolve(root, path)
+			if kind != TargetPHP || s.Filename != want {
+				t.Errorf("root %q, resolve(%q) = %v %q, want %q", root, path, kind, s.Filename, want)
 			}
 		}
 	}

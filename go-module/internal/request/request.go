@@ -1,10 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
-
-// #include "php_worker.h"
-import "C"
+package request
 
 import (
 	"bytes"
@@ -13,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
 
 	"go.uber.org/zap"
 )
@@ -29,10 +28,10 @@ type phpRequest struct {
 	refs   atomic.Int32
 	wake   chan struct{} // signalled when response parts are queued or DONE came
 
-	w       http.ResponseWriter
-	r       *http.Request
-	uri     string
-	handler *Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	uri  string
+	site *Site
 
 	// Held while the PHP thread reads the body, outside mu: a client that stops sending
 	// holds up nobody else (the watchdog's expiry, the completions). The handler takes
@@ -46,7 +45,7 @@ type phpRequest struct {
 	expired   bool    // the core gave up on the request (its deadline passed); DONE follows
 	truncated bool    // part of the response could not be buffered: it cannot be sent whole
 	refusal   refusal // the core did not serve the request: the handler answers why
-	core      *C.php_worker_request_t
+	core      *core.Request
 	sent      bool         // the headers left for the client
 	bodyErr   error        // why the body could not be read; later reads fail at once
 	body      *requestBody // the body read before PHP ran; nil when it streams from r.Body
@@ -65,7 +64,7 @@ var requests struct {
 }
 
 // acquireRequest returns a reset phpRequest owned twice (handler and core).
-func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequest {
+func acquireRequest(site *Site, w http.ResponseWriter, r *http.Request) *phpRequest {
 	requests.mu.Lock()
 	var pr *phpRequest
 	if n := len(requests.free); n > 0 {
@@ -87,8 +86,8 @@ func acquireRequest(h *Handler, w http.ResponseWriter, r *http.Request) *phpRequ
 		return nil // more than 4 million requests in flight
 	}
 	pr.refs.Store(2)
-	pr.w, pr.r, pr.uri, pr.handler = w, r, r.RequestURI, h
-	pr.out.bufferPolicy = h.app.bufferPolicy()
+	pr.w, pr.r, pr.uri, pr.site = w, r, r.RequestURI, site
+	pr.out.BufferPolicy = site.ResponseBuffer
 	return pr
 }
 
@@ -112,7 +111,7 @@ func (pr *phpRequest) release() {
 		pr.body.close()
 		pr.body = nil
 	}
-	pr.w, pr.r, pr.handler, pr.core = nil, nil, nil, nil
+	pr.w, pr.r, pr.site, pr.core = nil, nil, nil, nil
 	pr.finished, pr.abandoned, pr.expired, pr.truncated, pr.sent, pr.bodyErr = false, false, false, false, false, nil
 	pr.readsOver = false
 	pr.refusal = refusal{}
@@ -124,7 +123,7 @@ func (pr *phpRequest) release() {
 func (pr *phpRequest) logger() *zap.Logger {
 	// PHP's own lines (errors, error_log()) log under php_worker, like the rest of
 	// what PHP does, with the request they belong to.
-	return appLogger().With(zap.String("uri", pr.uri))
+	return pr.site.Runtime.Logger().With(zap.String("uri", pr.uri))
 }
 
 // respond queues response data for the handler goroutine (it never waits on the
@@ -134,11 +133,11 @@ func (pr *phpRequest) logger() *zap.Logger {
 // queued says the data came from the core's completion queue, on the goroutine that
 // delivers completions: it never writes to the client itself, whatever the policy, so a
 // slow client cannot hold up the completions of other requests.
-func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body []byte, flags uint32, code uint32,
+func (pr *phpRequest) respond(status int, headers []core.Header, body []byte, flags uint32, code uint32,
 	retryAfter time.Duration, queued bool) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if flags&C.PHP_WORKER_RESPONSE_EXPIRED != 0 {
+	if flags&core.ResponseExpired != 0 {
 		// From the core's watchdog: the handler answers the client (504, or cuts the
 		// response off) and nothing PHP sends later reaches it.
 		pr.expired = true
@@ -146,7 +145,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		return true
 	}
 	ok := !pr.abandoned && !pr.expired && !pr.truncated
-	if flags&C.PHP_WORKER_RESPONSE_REFUSED != 0 {
+	if flags&core.ResponseRefused != 0 {
 		// The core hands the request back (its DONE): the handler writes the answer.
 		if ok {
 			pr.refusal = refusal{code: code, retryAfter: retryAfter}
@@ -155,7 +154,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 		pr.signal()
 		return ok
 	}
-	if ok && flags&C.PHP_WORKER_RESPONSE_INFORMATIONAL != 0 {
+	if ok && flags&core.ResponseInformational != 0 {
 		h := make(http.Header, len(headers))
 		addHeaders(pr, h, headers)
 		pr.out.parts = append(pr.out.parts, responsePart{kind: partInformational, status: status, header: h})
@@ -170,10 +169,10 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
 		}
 		if ok && len(body) > 0 {
-			if pr.out.off && !queued {
+			if pr.out.Off && !queued {
 				// Written below, before the core reuses its bytes.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: body})
-			} else if pr.out.off {
+			} else if pr.out.Off {
 				// For the handler goroutine to write; the core frees its bytes after this.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: bytes.Clone(body)})
 			} else if err := pr.out.queueBody(body); err != nil {
@@ -184,11 +183,11 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 				ok = false
 			}
 		}
-		if ok && flags&C.PHP_WORKER_RESPONSE_FLUSH != 0 {
+		if ok && flags&core.ResponseFlush != 0 {
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
 		}
 	}
-	if ok && pr.out.off && !queued {
+	if ok && pr.out.Off && !queued {
 		parts := pr.out.take()
 		err := writeParts(pr.w, nil, parts)
 		pr.markSent(parts)
@@ -197,7 +196,7 @@ func (pr *phpRequest) respond(status int, headers []C.php_worker_header_t, body 
 			ok = false
 		}
 	}
-	if flags&responseDone != 0 {
+	if flags&core.ResponseDone != 0 {
 		pr.finished = true
 	}
 	pr.signal()
@@ -219,16 +218,6 @@ type refusal struct {
 	code       uint32
 	retryAfter time.Duration
 }
-
-// The core's refusal codes.
-const (
-	refusedStopped     = C.PHP_WORKER_REFUSED_STOPPED
-	refusedBootFailing = C.PHP_WORKER_REFUSED_BOOT_FAILING
-	refusedBody        = C.PHP_WORKER_REFUSED_BODY
-)
-
-// responseDone is the flag of a request's last response call.
-const responseDone = C.PHP_WORKER_RESPONSE_DONE
 
 // markSent notes whether parts that left carried the headers. The caller holds mu.
 func (pr *phpRequest) markSent(parts []responsePart) {
@@ -364,7 +353,7 @@ func (pr *phpRequest) abandon() bool {
 func (pr *phpRequest) withdraw() bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.finished || !cancelRequest(pr.core) {
+	if pr.finished || !pr.core.Cancel() {
 		return false
 	}
 	pr.abandoned = true

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func readAll(t *testing.T, rb *requestBody) []byte {
 }
 
 func TestBufferedBodiesStayInMemoryThenSpill(t *testing.T) {
-	policy := bufferPolicy{limit: 3 * chunkSize, total: 64 << 20}
+	policy := BufferPolicy{Limit: 3 * chunkSize, Total: 64 << 20}
 	for _, size := range []int{0, 1, chunkSize - 1, chunkSize, 3 * chunkSize, 3*chunkSize + 1, 5*chunkSize + 123} {
 		base, files := bodyBuffered.Load(), bodySpillFiles.Load()
 		want := filled(size, byte(size))
@@ -44,7 +44,7 @@ func TestBufferedBodiesStayInMemoryThenSpill(t *testing.T) {
 			t.Fatalf("%d bytes: size %d", size, rb.size)
 		}
 		spilled := size > 3*chunkSize
-		if (rb.spill != nil) != spilled || rb.memory > policy.limit {
+		if (rb.spill != nil) != spilled || rb.memory > policy.Limit {
 			t.Fatalf("%d bytes: spill file %v, memory %d", size, rb.spill != nil, rb.memory)
 		}
 		if got := readAll(t, rb); !bytes.Equal(got, want) {
@@ -63,7 +63,7 @@ func TestBufferedBodiesStayInMemoryThenSpill(t *testing.T) {
 
 func TestTheTotalBoundSpillsBodiesSooner(t *testing.T) {
 	base := bodyBuffered.Load()
-	policy := bufferPolicy{limit: 4 * chunkSize, total: base + 2*chunkSize}
+	policy := BufferPolicy{Limit: 4 * chunkSize, Total: base + 2*chunkSize}
 	first, err := bufferBody(bytes.NewReader(filled(3*chunkSize, 1)), policy, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestTheTotalBoundSpillsBodiesSooner(t *testing.T) {
 
 func TestABodyThatDoesNotEndProperlyIsAnErrorAndReleased(t *testing.T) {
 	base, files := bodyBuffered.Load(), bodySpillFiles.Load()
-	policy := bufferPolicy{limit: chunkSize, total: 64 << 20}
+	policy := BufferPolicy{Limit: chunkSize, Total: 64 << 20}
 	for _, cut := range []int{10, 3 * chunkSize} { // in memory, and in the spill file
 		body := io.MultiReader(bytes.NewReader(filled(cut, 3)), iotest.ErrReader(os.ErrDeadlineExceeded))
 		if _, err := bufferBody(body, policy, 0); bodyErrorStatus(err) != http.StatusRequestTimeout {
@@ -110,7 +110,7 @@ func TestABodyThatDoesNotEndProperlyIsAnErrorAndReleased(t *testing.T) {
 }
 
 func TestABodyPastTheLimitKeepsItsRestWithTheClient(t *testing.T) {
-	policy := bufferPolicy{limit: chunkSize, total: 64 << 20}
+	policy := BufferPolicy{Limit: chunkSize, Total: 64 << 20}
 	for _, size := range []int{3 * chunkSize, 3*chunkSize + 1, 3*chunkSize + 2, 10 * chunkSize} {
 		want := filled(size, 7)
 		client := bytes.NewReader(want)

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 // Native fuzz targets. `go test` runs each one on its seeds (and on any corpus kept in
 // testdata/fuzz/<Name>/); tests/fuzz.sh fuzzes each for a bounded time:
@@ -16,12 +16,12 @@ import (
 	"net/http"
 	"net/textproto"
 	"path"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/php-worker/php_worker/go-module/internal/core"
+
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 )
@@ -75,7 +75,7 @@ func FuzzSplitPos(f *testing.F) {
 		f.Add(seed.path, seed.ext1, seed.ext2)
 	}
 	f.Fuzz(func(t *testing.T, p, ext1, ext2 string) {
-		exts, ok := normalizeSplit([]string{ext1, ext2})
+		exts, ok := NormalizeSplit([]string{ext1, ext2})
 		if ok != (isASCII(ext1) && isASCII(ext2)) {
 			t.Fatalf("normalizeSplit(%q, %q): ok = %v, want it exactly for ASCII extensions", ext1, ext2, ok)
 		}
@@ -89,7 +89,7 @@ func FuzzSplitPos(f *testing.F) {
 		}
 		// splitRef folds only A-Z against ASCII extensions, so a match is never on a
 		// byte at or above 0x80.
-		got, want := splitPos(p, exts), splitRef(p, exts)
+		got, want := SplitPos(p, exts), splitRef(p, exts)
 		if got != want {
 			t.Fatalf("splitPos(%q, %q) = %d, want %d", p, exts, got, want)
 		}
@@ -142,7 +142,7 @@ func FuzzResolve(f *testing.F) {
 			return false
 		}
 		var outside []string
-		stat := func(name string) fileKind {
+		stat := func(name string) FileKind {
 			if escapes(name) {
 				outside = append(outside, name)
 			}
@@ -151,18 +151,18 @@ func FuzzResolve(f *testing.F) {
 			}
 			return directory
 		}
-		rs := resolver{index: index, split: split, fileServer: mode&0x40 != 0, stat: stat}
-		kind, s := rs.resolve(root, reqPath)
-		if kind == targetPHP && escapes(s.filename) {
+		rs := Resolver{index: index, split: split, fileServer: mode&0x40 != 0, stat: stat}
+		kind, s := rs.Resolve(root, reqPath)
+		if kind == TargetPHP && escapes(s.Filename) {
 			t.Fatalf("resolve(%q) under %q runs %q (SCRIPT_NAME %q, PATH_INFO %q), outside the root",
-				reqPath, root, s.filename, s.name, s.pathInfo)
+				reqPath, root, s.Filename, s.Name, s.PathInfo)
 		}
 		if len(outside) > 0 {
 			t.Fatalf("resolve(%q) under %q looked at %q, outside the root", reqPath, root, outside)
 		}
 
-		if kind != targetPHP {
-			if s != (script{}) {
+		if kind != TargetPHP {
+			if s != (Script{}) {
 				t.Fatalf("resolve(%q) = %v with a script %+v", reqPath, kind, s)
 			}
 			return
@@ -174,25 +174,25 @@ func FuzzResolve(f *testing.F) {
 		}
 		cleaned = caddyhttp.NormalizedPath(cleaned, true)
 		switch {
-		case s.root != root:
-			t.Fatalf("resolve(%q): root %q, want %q", reqPath, s.root, root)
-		case s.name == "" || s.name[0] != '/' || path.Clean(s.name) != s.name:
-			t.Fatalf("resolve(%q): SCRIPT_NAME %q is not a clean rooted path", reqPath, s.name)
-		case escapes(s.filename):
-			t.Fatalf("resolve(%q): SCRIPT_FILENAME %q is outside the root %q", reqPath, s.filename, root)
-		case path.Clean(s.filename) != path.Clean(joinRoot(root, s.name)):
-			t.Fatalf("resolve(%q): SCRIPT_FILENAME %q is not root %q + SCRIPT_NAME %q", reqPath, s.filename, root, s.name)
-		case s.pathInfo != "" && s.pathInfo[0] != '/':
-			t.Fatalf("resolve(%q): PATH_INFO %q does not start with a slash", reqPath, s.pathInfo)
+		case s.Root != root:
+			t.Fatalf("resolve(%q): root %q, want %q", reqPath, s.Root, root)
+		case s.Name == "" || s.Name[0] != '/' || path.Clean(s.Name) != s.Name:
+			t.Fatalf("resolve(%q): SCRIPT_NAME %q is not a clean rooted path", reqPath, s.Name)
+		case escapes(s.Filename):
+			t.Fatalf("resolve(%q): SCRIPT_FILENAME %q is outside the root %q", reqPath, s.Filename, root)
+		case path.Clean(s.Filename) != path.Clean(joinRoot(root, s.Name)):
+			t.Fatalf("resolve(%q): SCRIPT_FILENAME %q is not root %q + SCRIPT_NAME %q", reqPath, s.Filename, root, s.Name)
+		case s.PathInfo != "" && s.PathInfo[0] != '/':
+			t.Fatalf("resolve(%q): PATH_INFO %q does not start with a slash", reqPath, s.PathInfo)
 		}
-		if pos := splitPos(cleaned, split); pos >= 0 && s.name == cleaned[:pos] {
-			if s.name+s.pathInfo != cleaned {
-				t.Fatalf("resolve(%q): SCRIPT_NAME %q + PATH_INFO %q != cleaned path %q", reqPath, s.name, s.pathInfo, cleaned)
+		if pos := SplitPos(cleaned, split); pos >= 0 && s.Name == cleaned[:pos] {
+			if s.Name+s.PathInfo != cleaned {
+				t.Fatalf("resolve(%q): SCRIPT_NAME %q + PATH_INFO %q != cleaned path %q", reqPath, s.Name, s.PathInfo, cleaned)
 			}
-		} else if s.pathInfo != "" {
-			t.Fatalf("resolve(%q): PATH_INFO %q for a script %q the path does not name", reqPath, s.pathInfo, s.name)
-		} else if s.name != "/"+index && s.name != path.Join(cleaned, index) {
-			t.Fatalf("resolve(%q): script %q is neither the path's nor an index", reqPath, s.name)
+		} else if s.PathInfo != "" {
+			t.Fatalf("resolve(%q): PATH_INFO %q for a script %q the path does not name", reqPath, s.PathInfo, s.Name)
+		} else if s.Name != "/"+index && s.Name != path.Join(cleaned, index) {
+			t.Fatalf("resolve(%q): script %q is neither the path's nor an index", reqPath, s.Name)
 		}
 	})
 }
@@ -233,31 +233,31 @@ func FuzzBuildRequest(f *testing.F) {
 		ctx = context.WithValue(ctx, http.LocalAddrContextKey, net.Addr(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}))
 		r = r.WithContext(ctx)
 
-		b := getRequestBuffer()
-		defer putRequestBuffer(b)
-		s := script{root: "/srv", name: name, pathInfo: pathInfo, filename: joinRoot("/srv", name)}
+		b := core.GetRequestBuffer()
+		defer core.PutRequestBuffer(b)
+		s := Script{Root: "/srv", Name: name, PathInfo: pathInfo, Filename: joinRoot("/srv", name)}
 		env := [][2]string{{"APP_ENV", "x{no.such.placeholder}y"}}
-		buildRequest(b, r, s, caddy.NewReplacer(), env)
+		BuildRequest(b, r, s, caddy.NewReplacer(), env)
 
 		// The layout, as rust-core/src/layout.rs checks it.
-		if len(b.spans) != 2*fieldCount+4*b.pairs || b.envPairs != len(env) {
-			t.Fatalf("%d spans for %d pairs (%d env)", len(b.spans), b.pairs, b.envPairs)
+		if len(b.Spans) != 2*core.FieldCount+4*b.Pairs || b.EnvPairs != len(env) {
+			t.Fatalf("%d spans for %d pairs (%d env)", len(b.Spans), b.Pairs, b.EnvPairs)
 		}
 		str := func(i int) string {
-			off, n := int(b.spans[2*i]), int(b.spans[2*i+1])
-			if off+n >= len(b.strings) || b.strings[off+n] != 0 {
-				t.Fatalf("string %d (%d, %d) is out of bounds or not NUL-terminated in %d bytes", i, off, n, len(b.strings))
+			off, n := int(b.Spans[2*i]), int(b.Spans[2*i+1])
+			if off+n >= len(b.Strings) || b.Strings[off+n] != 0 {
+				t.Fatalf("string %d (%d, %d) is out of bounds or not NUL-terminated in %d bytes", i, off, n, len(b.Strings))
 			}
-			return string(b.strings[off : off+n])
+			return string(b.Strings[off : off+n])
 		}
-		if got := str(fieldMethod); got != r.Method {
+		if got := str(core.FieldMethod); got != r.Method {
 			t.Fatalf("method field %q, want %q", got, r.Method)
 		}
-		if got := str(fieldProtocol); got != r.Proto {
+		if got := str(core.FieldProtocol); got != r.Proto {
 			t.Fatalf("protocol field %q, want %q", got, r.Proto)
 		}
 		vars := map[string][]string{}
-		for i := fieldCount; i < len(b.spans)/2; i += 2 {
+		for i := core.FieldCount; i < len(b.Spans)/2; i += 2 {
 			n, v := str(i), str(i+1)
 			if n == "" || strings.ContainsAny(n, "=\x00") || strings.IndexFunc(n, func(c rune) bool { return c <= ' ' || c == 0x7f }) >= 0 {
 				t.Fatalf("invalid variable name %q", n)
@@ -396,81 +396,4 @@ func FuzzCanonicalName(f *testing.F) {
 			}
 		}
 	})
-}
-
-// FuzzCaddyfile feeds arbitrary Caddyfile text to the global option and the site
-// directive. Invariants: no panic; an accepted config parses the same way twice, has
-// ASCII split extensions and worker files without NUL.
-func FuzzCaddyfile(f *testing.F) {
-	for _, s := range []string{
-		"php_worker {\n num_threads 3\n max_threads auto\n max_idle_time 10s\n shared_store_size 4MB\n local_store_size 512KiB\n" +
-			" max_wait_time 2s\n php_ini memory_limit 256M\n php_ini {\n  display_errors 0\n  error_reporting \"E_ALL & ~E_DEPRECATED\"\n }\n}",
-		"php_worker {\nnum_threads 0\n}", "php_worker {\nnum_threads x\n}", "php_worker {\nnum_threads\n}",
-		"php_worker {\nmax_wait_time soon\n}", "php_worker {\nshutdown_timeout -1s\n}", "php_worker {\nphp_ini a\n}",
-		"php_worker {\nmax_threads 0\n}", "php_worker {\nmax_idle_time 0s\n}", "php_worker {\nshared_store_size 1\n}",
-		"php_worker {\nnonsense 1\n}", "php_worker extra",
-		"php_worker {\n root public\n index app.php\n split .php .phtml\n file_server off\n env APP_ENV production\n env DEBUG 0\n}",
-		"php_worker", "php_worker {\nfile_server on\n}", "php_worker {\nenv ONLY_KEY\n}", "php_worker {\nsplit\n}",
-		"php_worker {\nsplit .p\u0125p\n}", "php_worker {\nwat\n}", "php_worker {\nroot a b\n}",
-		"php_worker {\n worker fuzz_test.go 3\n worker {\n  file fuzz_test.go\n  num 2\n  max_requests 500\n  name api\n" +
-			"  env APP_ENV prod\n  max_boot_backoff 2s\n  max_threads 6\n  watch\n }\n" +
-			" worker {\n  file fuzz_test.go\n  watch src/**/*.php /etc/app/*.ini\n }\n}",
-		"php_worker {\n root .\n worker fuzz_test.go\n worker {\n  file fuzz_test.go\n  match /api/* /graphql\n }\n}",
-		"php_worker {\nworker {\nfile a.php\nmatch /x\n}\n}", "php_worker {\nworker a.php zero\n}", "php_worker {\nworker {\nnum 2\n}\n}",
-		"php_worker {\nworker a.php 1 2\n}", "php_worker {\nworker missing.php\n}", "php_worker {\nworker {\nfile a.php\nbogus 1\n}\n}",
-		"php_worker {\nphp_ini <<EOF\n x\n EOF\n}", "php_worker {\nenv K `a b`\n}", "php_worker {\n{\n}\n}",
-	} {
-		f.Add(s, false)
-		f.Add(s, true)
-	}
-	f.Fuzz(func(t *testing.T, input string, site bool) {
-		// Worker files are opened while adapting: keep the fuzzer away from device files
-		// and FIFOs, whose open can block forever.
-		for _, special := range []string{"/dev", "/proc", "/sys", "/run", "/tmp"} {
-			if strings.Contains(input, special) {
-				return
-			}
-		}
-		// NewTestDispenser exits the process on a lexer error (log.Fatalf); lex here.
-		tokens, err := caddyfile.Tokenize([]byte(input), "Caddyfile")
-		if err != nil {
-			return
-		}
-		if site {
-			var h, h2 Handler
-			if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
-				return
-			}
-			_ = h2.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens))
-			if !reflect.DeepEqual(h, h2) {
-				t.Fatalf("%q parses to %+v, then %+v", input, h, h2)
-			}
-			if _, ok := normalizeSplit(h.SplitPath); !ok {
-				t.Fatalf("%q: non-ASCII split extensions accepted: %q", input, h.SplitPath)
-			}
-			checkWorkers(t, input, h.Workers)
-			return
-		}
-		var a, a2 App
-		if err := a.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
-			return
-		}
-		_ = a2.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens))
-		if !reflect.DeepEqual(a, a2) {
-			t.Fatalf("%q parses to %+v, then %+v", input, a, a2)
-		}
-		if a.NumThreads < 0 || a.MaxIdleTime < 0 || a.MaxWaitTime < 0 || a.ShutdownTimeout < 0 ||
-			a.SharedStoreSize < 0 || a.LocalStoreSize < 0 {
-			t.Fatalf("%q: a negative setting was accepted: %+v", input, a)
-		}
-		checkWorkers(t, input, a.Workers)
-	})
-}
-
-func checkWorkers(t *testing.T, input string, workers []WorkerConfig) {
-	for _, w := range workers {
-		if w.FileName == "" || strings.ContainsRune(w.FileName, 0) || w.Num < 0 || w.MaxRequests < 0 || w.MaxThreads < 0 {
-			t.Fatalf("%q: invalid worker accepted: %+v", input, w)
-		}
-	}
 }

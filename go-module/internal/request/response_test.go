@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func inMemory(q *responseQueue) (memory, spilled int) {
 
 func TestResponseQueueSpillsPastItsBoundAndComesBack(t *testing.T) {
 	base := buffered.Load()
-	q := &responseQueue{bufferPolicy: bufferPolicy{limit: 100 << 10, total: 64 << 20}}
+	q := &responseQueue{BufferPolicy: BufferPolicy{Limit: 100 << 10, Total: 64 << 20}}
 	defer q.reset()
 	var want bytes.Buffer
 	for i := range 3 { // 3 × 48 KiB: the third passes the 100 KiB bound
@@ -85,8 +85,8 @@ func TestResponseQueueSpillsPastItsBoundAndComesBack(t *testing.T) {
 func TestResponseQueueSpillsWhenAllResponsesHoldTheTotal(t *testing.T) {
 	base := buffered.Load()
 	total := base + 64<<10
-	a := &responseQueue{bufferPolicy: bufferPolicy{limit: 1 << 20, total: total}}
-	b := &responseQueue{bufferPolicy: bufferPolicy{limit: 1 << 20, total: total}}
+	a := &responseQueue{BufferPolicy: BufferPolicy{Limit: 1 << 20, Total: total}}
+	b := &responseQueue{BufferPolicy: BufferPolicy{Limit: 1 << 20, Total: total}}
 	defer a.reset()
 	defer b.reset()
 	if err := a.queueBody(filled(60<<10, 1)); err != nil {

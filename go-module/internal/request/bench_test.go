@@ -1,10 +1,12 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"testing"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
 )
 
 // The Go side of the request path, without PHP: resolving the script and writing the
@@ -16,20 +18,20 @@ func BenchmarkBuildRequest(b *testing.B) {
 	r.Header.Set("Accept-Encoding", "gzip")
 	r.Header.Set("User-Agent", "bench")
 	env := [][2]string{{"APP_ENV", "prod"}}
-	s := script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}
+	s := Script{Root: "/srv", Name: "/index.php", Filename: "/srv/index.php"}
 	b.ReportAllocs()
 	for b.Loop() {
-		buf := getRequestBuffer()
-		buildRequest(buf, r, s, nil, env)
-		putRequestBuffer(buf)
+		buf := core.GetRequestBuffer()
+		BuildRequest(buf, r, s, nil, env)
+		core.PutRequestBuffer(buf)
 	}
 }
 
 func BenchmarkResolve(b *testing.B) {
-	rs := resolver{index: "index.php", split: []string{".php"}, fileServer: true,
+	rs := Resolver{index: "index.php", split: []string{".php"}, fileServer: true,
 		stat: fakeFS("/srv/index.php", "/srv/app.php")}
 	b.ReportAllocs()
 	for b.Loop() {
-		rs.resolve("/srv", "/users/42")
+		rs.Resolve("/srv", "/users/42")
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package phpruntime
 
 import (
 	"errors"
@@ -21,15 +21,15 @@ import (
 	"go.uber.org/zap"
 )
 
-// defaultWatchGlob is used when a worker's watch option lists no patterns.
-const defaultWatchGlob = "**/*.php"
+// DefaultWatchGlob is used when a worker's watch option lists no patterns.
+const DefaultWatchGlob = "**/*.php"
 
 // maxListedChanges caps the paths handed to onChange: a branch switch can
 // touch thousands of files, and the list is only meant for logging.
 const maxListedChanges = 20
 
-// fileWatcher watches files matching globs under a root and calls onChange, debounced.
-type fileWatcher struct {
+// Watcher watches files matching globs under a root and calls onChange, debounced.
+type Watcher struct {
 	root     string
 	globs    []watchGlob
 	debounce time.Duration
@@ -42,7 +42,7 @@ type fileWatcher struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// limitWarned is only touched by newFileWatcher and then by run, so it
+	// limitWarned is only touched by NewWatcher and then by run, so it
 	// needs no lock: once the inotify watch limit is hit every further Add
 	// fails the same way, and one warning is enough.
 	limitWarned bool
@@ -57,7 +57,7 @@ type watchGlob struct {
 	dotFiles bool            // last segment starts with ".", so dotfiles may match
 }
 
-// newFileWatcher starts watching. root is an absolute directory. globs are
+// NewWatcher starts watching. root is an absolute directory. globs are
 // doublestar patterns (github.com/bmatcuk/doublestar/v4), relative to root or absolute;
 // none means "**/*.php". onChange is called from the watcher's goroutine, at most once
 // per quiet period of `debounce` after the last matching event, with the changed paths
@@ -66,7 +66,7 @@ type watchGlob struct {
 //
 // After an event queue overflow onChange is called with no paths: something
 // changed, but what is unknown. onChange must not call Close (Close waits for it).
-func newFileWatcher(root string, globs []string, debounce time.Duration, logger *zap.Logger, onChange func(paths []string)) (*fileWatcher, error) {
+func NewWatcher(root string, globs []string, debounce time.Duration, logger *zap.Logger, onChange func(paths []string)) (*Watcher, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -81,9 +81,9 @@ func newFileWatcher(root string, globs []string, debounce time.Duration, logger 
 		return nil, fmt.Errorf("watch root %q is not a directory", root)
 	}
 	if len(globs) == 0 {
-		globs = []string{defaultWatchGlob}
+		globs = []string{DefaultWatchGlob}
 	}
-	w := &fileWatcher{
+	w := &Watcher{
 		root:     root,
 		debounce: debounce,
 		logger:   logger,
@@ -129,6 +129,12 @@ func newFileWatcher(root string, globs []string, debounce time.Duration, logger 
 	return w, nil
 }
 
+// CheckWatchGlob tells whether g is a glob a Watcher of root takes.
+func CheckWatchGlob(root, g string) error {
+	_, err := parseWatchGlob(root, g)
+	return err
+}
+
 // parseWatchGlob validates g and precomputes what matching and walking need.
 func parseWatchGlob(root, g string) (watchGlob, error) {
 	p := filepath.ToSlash(g)
@@ -170,7 +176,7 @@ func parseWatchGlob(root, g string) (watchGlob, error) {
 }
 
 // Close stops watching; no onChange call starts after it returns (wait for a running one to return). Safe to call twice.
-func (w *fileWatcher) Close() error {
+func (w *Watcher) Close() error {
 	w.closeOnce.Do(func() {
 		close(w.done)
 		<-w.exited
@@ -181,7 +187,7 @@ func (w *fileWatcher) Close() error {
 
 // run is the watcher's only goroutine: it owns the pending set and the
 // timer, and calls onChange, so onChange never runs concurrently with itself.
-func (w *fileWatcher) run() {
+func (w *Watcher) run() {
 	defer close(w.exited)
 	timer := time.NewTimer(w.debounce)
 	timer.Stop() // armed by the first matching event
@@ -231,7 +237,7 @@ func (w *fileWatcher) run() {
 }
 
 // handle records ev in pending if it counts, and reports whether it did.
-func (w *fileWatcher) handle(ev fsnotify.Event, pending map[string]struct{}) bool {
+func (w *Watcher) handle(ev fsnotify.Event, pending map[string]struct{}) bool {
 	if !ev.Has(fsnotify.Create | fsnotify.Write | fsnotify.Remove | fsnotify.Rename) {
 		return false // Chmod alone: touch -a, permission fixes
 	}
@@ -259,7 +265,7 @@ func (w *fileWatcher) handle(ev fsnotify.Event, pending map[string]struct{}) boo
 // addTree watches dir and every subdirectory that can hold a match. If
 // changed is non-nil, matching files found along the way are added to it.
 // It returns the error from watching dir itself; failures below are logged.
-func (w *fileWatcher) addTree(dir string, changed map[string]struct{}) error {
+func (w *Watcher) addTree(dir string, changed map[string]struct{}) error {
 	if err := w.fsw.Add(dir); err != nil {
 		return err
 	}
@@ -287,7 +293,7 @@ func (w *fileWatcher) addTree(dir string, changed map[string]struct{}) error {
 }
 
 // warnWatch logs a directory that could not be watched.
-func (w *fileWatcher) warnWatch(dir string, err error) {
+func (w *Watcher) warnWatch(dir string, err error) {
 	if errors.Is(err, syscall.ENOSPC) {
 		if w.limitWarned {
 			return
@@ -303,7 +309,7 @@ func (w *fileWatcher) warnWatch(dir string, err error) {
 // wantDir reports whether dir should be watched: it lies under some glob's
 // base without passing through a skipped directory the glob does not name,
 // or it is an ancestor of a base, so that creating the base is noticed.
-func (w *fileWatcher) wantDir(dir string) bool {
+func (w *Watcher) wantDir(dir string) bool {
 	for i := range w.globs {
 		g := &w.globs[i]
 		if rel, ok := relUnder(g.base, dir); ok {
@@ -318,7 +324,7 @@ func (w *fileWatcher) wantDir(dir string) bool {
 }
 
 // matches reports whether the file at p (absolute) is matched by any glob.
-func (w *fileWatcher) matches(p string) bool {
+func (w *Watcher) matches(p string) bool {
 	name := filepath.Base(p)
 	if isEditorTemp(name) {
 		return false

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"path"
@@ -12,41 +12,51 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// target is what a request path resolves to.
-type target int
+// Target is what a request path resolves to.
+type Target int
 
 const (
-	targetNotFound target = iota
-	targetPHP             // run script
-	targetStatic          // let the file server send the file
-	targetRedirect        // 308 to the path with a trailing slash
+	TargetNotFound Target = iota
+	TargetPHP             // run script
+	TargetStatic          // let the file server send the file
+	TargetRedirect        // 308 to the path with a trailing slash
 )
 
-// resolver maps request paths to scripts the way FrankenPHP's php_server does: a
+// Resolver maps request paths to scripts the way FrankenPHP's php_server does: a
 // directory holding the index redirects to its slash form, an existing static file is
 // served, a script runs with PATH_INFO after the split extension, and anything else
 // goes to the index file (the front controller).
-type resolver struct {
+type Resolver struct {
 	index      string   // index file name; "" when disabled
 	split      []string // lower-case ASCII split extensions, like ".php"
 	fileServer bool     // serve existing non-PHP files
-	stat       func(string) fileKind
+	stat       func(string) FileKind
 	// known reports files known to exist without a stat: running worker scripts.
 	known func(string) bool
 }
 
-// fileKind is what a path names on disk.
-type fileKind uint8
+// NewResolver is a Resolver with an index file ("" for none), split extensions
+// (NormalizeSplit's), whether existing static files are served, and the files known to
+// exist without a stat (running worker scripts; nil for none).
+func NewResolver(index string, split []string, fileServer bool, known func(string) bool) Resolver {
+	return Resolver{index: index, split: split, fileServer: fileServer, stat: StatKind, known: known}
+}
+
+// Split is the resolver's split extensions.
+func (rs Resolver) Split() []string { return rs.split }
+
+// FileKind is what a path names on disk.
+type FileKind uint8
 
 const (
-	missing fileKind = iota
+	missing FileKind = iota
 	regularFile
 	directory
 	otherFile
 )
 
-// statKind stats a path without allocating (os.Stat allocates a FileInfo per call).
-func statKind(name string) fileKind {
+// StatKind stats a path without allocating (os.Stat allocates a FileInfo per call).
+func StatKind(name string) FileKind {
 	var st syscall.Stat_t
 	if syscall.Stat(name, &st) != nil {
 		return missing
@@ -60,7 +70,7 @@ func statKind(name string) fileKind {
 	return otherFile
 }
 
-func (rs resolver) isFile(name string) bool {
+func (rs Resolver) isFile(name string) bool {
 	if rs.known != nil && rs.known(name) {
 		return true
 	}
@@ -79,19 +89,19 @@ func joinRoot(root, p string) string {
 	return root + p
 }
 
-// resolve returns the target for the decoded request path reqPath under root.
-func (rs resolver) resolve(root, reqPath string) (target, script) {
+// Resolve returns the target for the decoded request path reqPath under root.
+func (rs Resolver) Resolve(root, reqPath string) (Target, Script) {
 	// Rooted before it is cleaned: cleaning a relative path (a rewrite can leave one)
 	// keeps its leading "..", which would climb above the root.
 	if reqPath == "" || reqPath[0] != '/' {
 		reqPath = "/" + reqPath
 	}
 	p := caddyhttp.NormalizedPath(reqPath, true)
-	if pos := splitPos(p, rs.split); pos >= 0 {
+	if pos := SplitPos(p, rs.split); pos >= 0 {
 		name := p[:pos]
 		filename := joinRoot(root, name)
 		if rs.isFile(filename) {
-			return targetPHP, script{root: root, name: name, pathInfo: p[pos:], filename: filename}
+			return TargetPHP, Script{Root: root, Name: name, PathInfo: p[pos:], Filename: filename}
 		}
 	} else {
 		filename := joinRoot(root, strings.TrimSuffix(p, "/"))
@@ -102,33 +112,33 @@ func (rs resolver) resolve(root, reqPath string) (target, script) {
 					index := joinRoot(root, name)
 					if rs.isFile(index) {
 						if !strings.HasSuffix(p, "/") {
-							return targetRedirect, script{}
+							return TargetRedirect, Script{}
 						}
-						return targetPHP, script{root: root, name: name, filename: index}
+						return TargetPHP, Script{Root: root, Name: name, Filename: index}
 					}
 				}
 				if rs.fileServer && strings.HasSuffix(p, "/") {
-					return targetStatic, script{}
+					return TargetStatic, Script{}
 				}
 			} else if rs.fileServer && kind == regularFile {
-				return targetStatic, script{}
+				return TargetStatic, Script{}
 			}
 		}
 	}
 	if rs.index != "" {
 		index := joinRoot(root, "/"+rs.index)
 		if rs.isFile(index) {
-			return targetPHP, script{root: root, name: "/" + rs.index, filename: index}
+			return TargetPHP, Script{Root: root, Name: "/" + rs.index, Filename: index}
 		}
 	}
-	return targetNotFound, script{}
+	return TargetNotFound, Script{}
 }
 
-// splitPos returns the end of the first split extension in p that ends a path
+// SplitPos returns the end of the first split extension in p that ends a path
 // segment, or -1. Matching is ASCII case-insensitive and never matches a byte at or
 // above 0x80, so Unicode look-alikes and case folding that changes byte lengths
 // cannot select a different file (CVE-2026-24895, CVE-2026-45062).
-func splitPos(p string, exts []string) int {
+func SplitPos(p string, exts []string) int {
 	best := -1
 	for _, ext := range exts {
 		n := len(ext)
@@ -161,8 +171,8 @@ func asciiEqualFold(s, lower string) bool {
 	return true
 }
 
-// normalizeSplit lower-cases split extensions; non-ASCII ones are refused.
-func normalizeSplit(exts []string) ([]string, bool) {
+// NormalizeSplit lower-cases split extensions; non-ASCII ones are refused.
+func NormalizeSplit(exts []string) ([]string, bool) {
 	out := make([]string, 0, len(exts))
 	for _, e := range exts {
 		for i := 0; i < len(e); i++ {

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"errors"
@@ -22,8 +22,8 @@ import (
 // Default bounds of the response bodies kept in memory (response_buffer,
 // response_buffer_total).
 const (
-	defaultResponseBuffer      = 1 << 20
-	defaultResponseBufferTotal = 64 << 20
+	DefaultResponseBuffer      = 1 << 20
+	DefaultResponseBufferTotal = 64 << 20
 )
 
 // What all responses hold now, whichever config they belong to (read by the metrics).
@@ -33,13 +33,13 @@ var (
 	spills     atomic.Uint64
 )
 
-// bufferPolicy says how a response's bodies wait for the client: in memory up to limit
+// BufferPolicy says how a response's bodies wait for the client: in memory up to limit
 // for this response and total for all of them together (many slow clients make
 // responses spill earlier instead of exhausting RAM), or, when off, not at all: the
 // PHP thread writes them to the client itself.
-type bufferPolicy struct {
-	limit, total int64
-	off          bool
+type BufferPolicy struct {
+	Limit, Total int64
+	Off          bool
 }
 
 // partKind says what a queued response part is.
@@ -71,7 +71,7 @@ type responsePart struct {
 // responseQueue is a request's response on its way from the PHP thread to the client.
 // Its fields are guarded by the phpRequest's mutex.
 type responseQueue struct {
-	bufferPolicy
+	BufferPolicy
 	parts  []responsePart
 	memory int64    // bytes of the queued bodies kept in memory
 	spill  *os.File // created (and unlinked) on first need; closed by the handler
@@ -84,7 +84,7 @@ type responseQueue struct {
 // client has taken enough.
 func (q *responseQueue) queueBody(body []byte) error {
 	n := int64(len(body))
-	if q.memory+n <= q.limit && buffered.Load()+n <= q.total {
+	if q.memory+n <= q.Limit && buffered.Load()+n <= q.Total {
 		q.memory += n
 		buffered.Add(n)
 		for len(body) > 0 {
@@ -193,3 +193,12 @@ func writeParts(w http.ResponseWriter, spill io.ReaderAt, parts []responsePart) 
 	}
 	return nil
 }
+
+// ResponseBytesBuffered is the body bytes all responses hold in memory now.
+func ResponseBytesBuffered() int64 { return buffered.Load() }
+
+// ResponseSpillFiles is the responses' spill files open now.
+func ResponseSpillFiles() int64 { return spillFiles.Load() }
+
+// ResponseSpills counts the responses that spilled to disk.
+func ResponseSpills() uint64 { return spills.Load() }

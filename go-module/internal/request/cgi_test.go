@@ -1,17 +1,17 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"testing"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -19,17 +19,17 @@ import (
 
 // decode reads a requestBuffer back the way the Rust core does, after checking that
 // every string is NUL-terminated.
-func decode(t *testing.T, b *requestBuffer) (fields []string, vars [][2]string) {
+func decode(t *testing.T, b *core.RequestBuffer) (fields []string, vars [][2]string) {
 	t.Helper()
-	for i := 0; i < len(b.spans); i += 2 {
-		if b.strings[b.spans[i]+b.spans[i+1]] != 0 {
+	for i := 0; i < len(b.Spans); i += 2 {
+		if b.Strings[b.Spans[i]+b.Spans[i+1]] != 0 {
 			t.Fatalf("string %d is not NUL-terminated", i/2)
 		}
 	}
-	if len(b.spans) != 2*fieldCount+4*b.pairs {
-		t.Fatalf("%d spans for %d pairs", len(b.spans), b.pairs)
+	if len(b.Spans) != 2*core.FieldCount+4*b.Pairs {
+		t.Fatalf("%d spans for %d pairs", len(b.Spans), b.Pairs)
 	}
-	spec := b.spec()
+	spec := bootSpec(b)
 	return spec.Fields, spec.Vars
 }
 
@@ -65,16 +65,16 @@ func TestBuildRequestVariables(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "10.0.0.1")
 	r.Header.Set("Authorization", "Basic YTpi")
 
-	b := getRequestBuffer()
-	s := script{root: "/srv", name: "/app.php", pathInfo: "/extra", filename: "/srv/app.php"}
-	buildRequest(b, r, s, caddy.NewReplacer(), [][2]string{{"APP_ENV", "prod"}}, [][2]string{{"SERVER_SOFTWARE", "custom"}})
+	b := core.GetRequestBuffer()
+	s := Script{Root: "/srv", Name: "/app.php", PathInfo: "/extra", Filename: "/srv/app.php"}
+	BuildRequest(b, r, s, caddy.NewReplacer(), [][2]string{{"APP_ENV", "prod"}}, [][2]string{{"SERVER_SOFTWARE", "custom"}})
 	fields, vars := decode(t, b)
 
 	wantFields := map[int]string{
-		fieldMethod: "POST", fieldRequestURI: "/app.php/extra?a=1&b=2", fieldQueryString: "a=1&b=2",
-		fieldContentType: "application/json", fieldScriptFilename: "/srv/app.php",
-		fieldPathTranslated: "/srv/extra", fieldCookie: "a=1; b=2", fieldAuthorization: "Basic YTpi",
-		fieldProtocol: "HTTP/1.1",
+		core.FieldMethod: "POST", core.FieldRequestURI: "/app.php/extra?a=1&b=2", core.FieldQueryString: "a=1&b=2",
+		core.FieldContentType: "application/json", core.FieldScriptFilename: "/srv/app.php",
+		core.FieldPathTranslated: "/srv/extra", core.FieldCookie: "a=1; b=2", core.FieldAuthorization: "Basic YTpi",
+		core.FieldProtocol: "HTTP/1.1",
 	}
 	for i, want := range wantFields {
 		if fields[i] != want {
@@ -99,8 +99,8 @@ func TestBuildRequestVariables(t *testing.T) {
 	if _, ok := lookup(vars, "HTTP_PROXY"); ok {
 		t.Error("HTTP_PROXY must never come from a request header (httpoxy)")
 	}
-	if b.envPairs != 2 {
-		t.Errorf("envPairs = %d", b.envPairs)
+	if b.EnvPairs != 2 {
+		t.Errorf("envPairs = %d", b.EnvPairs)
 	}
 	// The configured env comes last, so it wins and getenv() finds it.
 	last := vars[len(vars)-2:]
@@ -112,8 +112,8 @@ func TestBuildRequestVariables(t *testing.T) {
 func TestBuildRequestTLSAndDefaults(t *testing.T) {
 	r := newTestRequest("GET", "https://example.com/")
 	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, CipherSuite: tls.TLS_AES_128_GCM_SHA256}
-	b := getRequestBuffer()
-	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil)
+	b := core.GetRequestBuffer()
+	BuildRequest(b, r, Script{Root: "/srv", Name: "/index.php", Filename: "/srv/index.php"}, nil)
 	_, vars := decode(t, b)
 	for name, want := range map[string]string{
 		"HTTPS": "on", "REQUEST_SCHEME": "https", "SERVER_PORT": "443", "SSL_PROTOCOL": "TLSv1.3",
@@ -132,11 +132,11 @@ func TestBuildRequestOriginalURIAfterRewrite(t *testing.T) {
 	r := newTestRequest("GET", "http://example.com/pretty/url?x=1")
 	r.URL.Path = "/index.php" // what a rewrite would do
 	r.RequestURI = "/index.php"
-	b := getRequestBuffer()
-	buildRequest(b, r, script{root: "/srv", name: "/index.php", filename: "/srv/index.php"}, nil)
+	b := core.GetRequestBuffer()
+	BuildRequest(b, r, Script{Root: "/srv", Name: "/index.php", Filename: "/srv/index.php"}, nil)
 	fields, vars := decode(t, b)
-	if fields[fieldRequestURI] != "/pretty/url?x=1" {
-		t.Errorf("REQUEST_URI field = %q, want the original", fields[fieldRequestURI])
+	if fields[core.FieldRequestURI] != "/pretty/url?x=1" {
+		t.Errorf("REQUEST_URI field = %q, want the original", fields[core.FieldRequestURI])
 	}
 	if got, _ := lookup(vars, "REQUEST_URI"); got != "/pretty/url?x=1" {
 		t.Errorf("REQUEST_URI = %q", got)
@@ -144,12 +144,12 @@ func TestBuildRequestOriginalURIAfterRewrite(t *testing.T) {
 }
 
 func TestHeaderNamesAreConvertedInPlace(t *testing.T) {
-	b := getRequestBuffer()
-	b.headerPair("X-Requested-With", []string{"XMLHttpRequest"})
-	b.headerPair("accept-language", []string{"en", "fr"})
-	if !bytes.Contains(b.strings, []byte("HTTP_X_REQUESTED_WITH\x00XMLHttpRequest\x00")) ||
-		!bytes.Contains(b.strings, []byte("HTTP_ACCEPT_LANGUAGE\x00en, fr\x00")) {
-		t.Fatalf("got %q", b.strings)
+	b := core.GetRequestBuffer()
+	headerPair(b, "X-Requested-With", []string{"XMLHttpRequest"})
+	headerPair(b, "accept-language", []string{"en", "fr"})
+	if !bytes.Contains(b.Strings, []byte("HTTP_X_REQUESTED_WITH\x00XMLHttpRequest\x00")) ||
+		!bytes.Contains(b.Strings, []byte("HTTP_ACCEPT_LANGUAGE\x00en, fr\x00")) {
+		t.Fatalf("got %q", b.Strings)
 	}
 }
 
@@ -170,16 +170,16 @@ func TestSplitRemoteAddr(t *testing.T) {
 }
 
 func TestBootRequestIsAGetOfTheScriptWithThePerRequestEnv(t *testing.T) {
-	w := &WorkerConfig{FileName: "/srv/app/public/worker.php", pool: &workerPool{key: "worker"}, poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}},
-		requestEnv: [][2]string{{"APP_ENV", "{env.APP_ENV}"}, {"APP_HOST", "{http.request.host}"}}}
-	boot := w.bootRequest()
-	if len(boot.Fields) != fieldCount || boot.Fields[fieldMethod] != "GET" || boot.Fields[fieldScriptFilename] != w.FileName ||
-		boot.Fields[fieldRequestURI] != "/worker.php" || boot.Fields[fieldProtocol] != "HTTP/1.1" {
+	file := "/srv/app/public/worker.php"
+	requestEnv := [][2]string{{"APP_ENV", "{env.APP_ENV}"}, {"APP_HOST", "{http.request.host}"}}
+	boot := BootRequest(file, requestEnv)
+	if len(boot.Fields) != core.FieldCount || boot.Fields[core.FieldMethod] != "GET" || boot.Fields[core.FieldScriptFilename] != file ||
+		boot.Fields[core.FieldRequestURI] != "/worker.php" || boot.Fields[core.FieldProtocol] != "HTTP/1.1" {
 		t.Fatalf("fields %q", boot.Fields)
 	}
 	for name, want := range map[string]string{
 		"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/worker.php", "PHP_SELF": "/worker.php", "REQUEST_URI": "/worker.php",
-		"SCRIPT_FILENAME": w.FileName, "DOCUMENT_ROOT": "/srv/app/public", "SERVER_SOFTWARE": "Caddy php_worker",
+		"SCRIPT_FILENAME": file, "DOCUMENT_ROOT": "/srv/app/public", "SERVER_SOFTWARE": "Caddy php_worker",
 		"GATEWAY_INTERFACE": "CGI/1.1", "APP_ENV": "{env.APP_ENV}",
 	} {
 		if got, ok := lookup(boot.Vars, name); !ok || got != want {
@@ -187,14 +187,7 @@ func TestBootRequestIsAGetOfTheScriptWithThePerRequestEnv(t *testing.T) {
 		}
 	}
 	env := boot.Vars[len(boot.Vars)-boot.EnvPairs:]
-	if boot.EnvPairs != 2 || env[0] != w.requestEnv[0] || env[1] != w.requestEnv[1] {
+	if boot.EnvPairs != 2 || env[0] != requestEnv[0] || env[1] != requestEnv[1] {
 		t.Errorf("the env with placeholders is the last pairs, unreplaced: %d, %q", boot.EnvPairs, env)
-	}
-	if _, ok := lookup(boot.Vars, "FRANKENPHP_WORKER"); ok {
-		t.Error("the pool's env travels in the spec, not in the boot request")
-	}
-	var spec workerSpec
-	if err := json.Unmarshal(w.spec(), &spec); err != nil || !reflect.DeepEqual(spec.Env, w.poolEnv) {
-		t.Errorf("the spec's env %q (%v), want %q", spec.Env, err, w.poolEnv)
 	}
 }

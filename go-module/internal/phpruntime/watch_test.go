@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package phpruntime
 
 import (
 	"os"
@@ -22,13 +22,13 @@ const (
 )
 
 // startTestWatcher watches root and returns a channel fed by onChange.
-func startTestWatcher(t *testing.T, root string, globs ...string) (*fileWatcher, <-chan []string) {
+func startTestWatcher(t *testing.T, root string, globs ...string) (*Watcher, <-chan []string) {
 	t.Helper()
 	// Buffered generously so onChange never blocks Close in cleanup.
 	ch := make(chan []string, 100)
-	w, err := newFileWatcher(root, globs, watchTestDebounce, zaptest.NewLogger(t), func(paths []string) { ch <- paths })
+	w, err := NewWatcher(root, globs, watchTestDebounce, zaptest.NewLogger(t), func(paths []string) { ch <- paths })
 	if err != nil {
-		t.Fatalf("newFileWatcher: %v", err)
+		t.Fatalf("NewWatcher: %v", err)
 	}
 	t.Cleanup(func() { w.Close() })
 	return w, ch
@@ -285,7 +285,7 @@ func TestWatchGlobAboveTheRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := make(chan []string, 10)
-	w, err := newFileWatcher(public, []string{"../src/**/*.php"}, watchTestDebounce, zaptest.NewLogger(t),
+	w, err := NewWatcher(public, []string{"../src/**/*.php"}, watchTestDebounce, zaptest.NewLogger(t),
 		func(paths []string) { ch <- paths })
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestWatchGlobAboveTheRoot(t *testing.T) {
 func TestWatchErrors(t *testing.T) {
 	root := t.TempDir()
 	for _, glob := range []string{"src/[a-", "{a,b"} {
-		w, err := newFileWatcher(root, []string{"**/*.php", glob}, watchTestDebounce, zaptest.NewLogger(t), func([]string) {})
+		w, err := NewWatcher(root, []string{"**/*.php", glob}, watchTestDebounce, zaptest.NewLogger(t), func([]string) {})
 		if err == nil {
 			w.Close()
 			t.Errorf("glob %q: no error", glob)
@@ -316,14 +316,14 @@ func TestWatchErrors(t *testing.T) {
 	}
 
 	missing := filepath.Join(root, "missing")
-	if w, err := newFileWatcher(missing, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {}); err == nil {
+	if w, err := NewWatcher(missing, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {}); err == nil {
 		w.Close()
 		t.Errorf("nonexistent root: no error")
 	}
 
 	file := filepath.Join(root, "file.php")
 	writeFile(t, file, "<?php")
-	if w, err := newFileWatcher(file, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {}); err == nil {
+	if w, err := NewWatcher(file, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {}); err == nil {
 		w.Close()
 		t.Errorf("root is a file: no error")
 	}
@@ -350,7 +350,7 @@ func TestWatchCloseDuringPendingDebounce(t *testing.T) {
 	p := filepath.Join(root, "index.php")
 	writeFile(t, p, "<?php")
 	ch := make(chan []string, 10)
-	w, err := newFileWatcher(root, nil, time.Hour, zaptest.NewLogger(t), func(paths []string) { ch <- paths })
+	w, err := NewWatcher(root, nil, time.Hour, zaptest.NewLogger(t), func(paths []string) { ch <- paths })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestWatchCloseWaitsForRunningCallback(t *testing.T) {
 	p := filepath.Join(root, "index.php")
 	writeFile(t, p, "<?php")
 	started, release := make(chan struct{}), make(chan struct{})
-	w, err := newFileWatcher(root, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {
+	w, err := NewWatcher(root, nil, watchTestDebounce, zaptest.NewLogger(t), func([]string) {
 		close(started)
 		<-release
 	})
@@ -421,7 +421,7 @@ func TestWatchMatchRules(t *testing.T) {
 		{[]string{"*.{php,phtml}"}, "view.phtml", true},
 	}
 	for _, c := range cases {
-		w, err := newFileWatcher(root, c.globs, watchTestDebounce, zaptest.NewLogger(t), func([]string) {})
+		w, err := NewWatcher(root, c.globs, watchTestDebounce, zaptest.NewLogger(t), func([]string) {})
 		if err != nil {
 			t.Fatalf("globs %q: %v", c.globs, err)
 		}
@@ -429,5 +429,25 @@ func TestWatchMatchRules(t *testing.T) {
 			t.Errorf("globs %q, %s: matches = %v, want %v", c.globs, c.rel, got, c.want)
 		}
 		w.Close()
+	}
+}
+
+// TestAFolderMeansItsFiles: a glob naming a folder (Octane's watch paths) watches every
+// file under it; one naming a file watches it as it is.
+func TestAFolderMeansItsFiles(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "app", "Http"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := parseWatchGlob(root, root+"/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir.pattern != filepath.ToSlash(root)+"/app/**" {
+		t.Errorf("a folder watches every file under it: %q", dir.pattern)
+	}
+	file, err := parseWatchGlob(root, root+"/.env")
+	if err != nil || file.pattern != filepath.ToSlash(root)+"/.env" {
+		t.Errorf("a file is watched as it is: %q %v", file.pattern, err)
 	}
 }

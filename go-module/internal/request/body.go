@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"errors"
@@ -28,8 +28,8 @@ const readAheadBody = 64 * 1024
 // Default bounds of the request bodies kept in memory (request_buffer,
 // request_buffer_total).
 const (
-	defaultRequestBuffer      = 1 << 20
-	defaultRequestBufferTotal = 64 << 20
+	DefaultRequestBuffer      = 1 << 20
+	DefaultRequestBufferTotal = 64 << 20
 )
 
 // What all buffered request bodies hold now, whichever config they belong to (read by
@@ -62,7 +62,7 @@ func (rb *requestBody) complete() bool {
 // read (PHP refuses a body past post_max_size, the limit the handler passes, so the
 // disk holds no more than PHP could take). An error says why the body did not arrive
 // whole; what was read is released.
-func bufferBody(client io.Reader, policy bufferPolicy, limit int64) (*requestBody, error) {
+func bufferBody(client io.Reader, policy BufferPolicy, limit int64) (*requestBody, error) {
 	rb := &requestBody{}
 	body := client
 	var limited *io.LimitedReader
@@ -76,8 +76,8 @@ func bufferBody(client io.Reader, policy bufferPolicy, limit int64) (*requestBod
 		}
 	}()
 	for {
-		if rb.memory+chunkSize > policy.limit || bodyBuffered.Add(chunkSize) > policy.total {
-			if rb.memory+chunkSize <= policy.limit {
+		if rb.memory+chunkSize > policy.Limit || bodyBuffered.Add(chunkSize) > policy.Total {
+			if rb.memory+chunkSize <= policy.Limit {
 				bodyBuffered.Add(-chunkSize) // the total bound refused the chunk
 			}
 			break
@@ -248,3 +248,12 @@ func bodyErrorStatus(err error) int {
 	}
 	return http.StatusBadRequest
 }
+
+// BodyBytesBuffered is the memory all buffered request bodies hold now.
+func BodyBytesBuffered() int64 { return bodyBuffered.Load() }
+
+// BodySpillFiles is the request bodies' spill files open now.
+func BodySpillFiles() int64 { return bodySpillFiles.Load() }
+
+// BodySpills counts the request bodies that spilled to disk.
+func BodySpills() uint64 { return bodySpills.Load() }

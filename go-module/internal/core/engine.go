@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package core
 
 /*
 #include <stdlib.h>
@@ -42,10 +42,10 @@ import (
 	"unsafe"
 )
 
-// engine is the Go handle of the Rust core's engine (rust-core/include/php_worker.h):
+// Engine is the Go handle of the Rust core's engine (rust-core/include/php_worker.h):
 // one per process at a time. Its methods are safe from any goroutine; they fail once
 // the engine is shut down.
-type engine struct {
+type Engine struct {
 	mu       sync.RWMutex // write-held only to free ptr
 	ptr      *C.php_worker_engine_t
 	stopping atomic.Bool
@@ -57,9 +57,6 @@ type engine struct {
 	postMaxSize int64
 }
 
-// coreBuildID names the Rust core linked in; xcaddy.sh stamps it at link time.
-var coreBuildID = "dev"
-
 // crossings counts Go↔Rust calls when PHP_WORKER_COUNT_CROSSINGS=1 (the benchmark
 // suite reads them from the "PHP engine stopped" log line): calls into the core, and
 // callbacks out of it.
@@ -70,6 +67,12 @@ var crossings struct {
 
 func init() {
 	crossings.enabled = os.Getenv("PHP_WORKER_COUNT_CROSSINGS") == "1"
+}
+
+// Crossings are the calls into the core and the callbacks out of it so far, when
+// PHP_WORKER_COUNT_CROSSINGS=1 (ok false otherwise).
+func Crossings() (in, out int64, ok bool) {
+	return crossings.in.Load(), crossings.out.Load(), crossings.enabled
 }
 
 func countIn() {
@@ -94,7 +97,8 @@ var extraP struct {
 	on bool
 }
 
-func reserveCallbackP(on bool) {
+// ReserveCallbackP adds the extra P while an engine runs (on), and takes it back.
+func ReserveCallbackP(on bool) {
 	extraP.mu.Lock()
 	defer extraP.mu.Unlock()
 	if on == extraP.on || os.Getenv("GOMAXPROCS") != "" {
@@ -108,8 +112,8 @@ func reserveCallbackP(on bool) {
 	extraP.on = on
 }
 
-// cpus is the number of CPUs Go schedules on, before the extra P.
-func cpus() int {
+// CPUs is the number of CPUs Go schedules on, before the extra P.
+func CPUs() int {
 	extraP.mu.Lock()
 	defer extraP.mu.Unlock()
 	n := runtime.GOMAXPROCS(0)
@@ -132,18 +136,24 @@ func coreError(err *C.php_worker_error_t) error {
 
 var errEngineStopped = errors.New("the PHP engine is stopped")
 
-// engineJSON is the JSON of php_worker_engine_new for settings s.
-func engineJSON(s engineSettings) ([]byte, error) {
-	return json.Marshal(struct {
-		engineSettings
-		Completions bool `json:"completions"`
-	}{s, true})
+// withCompletions is the JSON of php_worker_engine_new: the caller's settings (a JSON
+// object) with the completion queue on, which the engine's delivering goroutine serves.
+func withCompletions(settings []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(settings, &fields); err != nil {
+		return nil, fmt.Errorf("the engine settings: %w", err)
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	fields["completions"] = json.RawMessage("true")
+	return json.Marshal(fields)
 }
 
-// checkSettings tells whether an engine would start with s, starting no PHP
-// (php_worker_engine_config_check).
-func checkSettings(s engineSettings) error {
-	settings, err := engineJSON(s)
+// CheckSettings tells whether an engine would start with the settings (the JSON of
+// php_worker_engine_new), starting no PHP (php_worker_engine_config_check).
+func CheckSettings(settings []byte) error {
+	settings, err := withCompletions(settings)
 	if err != nil {
 		return err
 	}
@@ -152,9 +162,10 @@ func checkSettings(s engineSettings) error {
 	return coreError(C.php_worker_engine_config_check((*C.uint8_t)(cfg), C.size_t(len(settings))))
 }
 
-// newEngine starts PHP with the engine settings (php_worker_engine_new reads their JSON).
-func newEngine(s engineSettings) (*engine, error) {
-	settings, err := engineJSON(s)
+// NewEngine starts PHP with the engine settings (the JSON php_worker_engine_new reads,
+// but for the completion queue, which is always on).
+func NewEngine(settings []byte) (*Engine, error) {
+	settings, err := withCompletions(settings)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +176,7 @@ func newEngine(s engineSettings) (*engine, error) {
 	if err := coreError(C.php_worker_engine_new((*C.uint8_t)(cfg), C.size_t(len(settings)), &cb, &ptr)); err != nil {
 		return nil, err
 	}
-	e := &engine{ptr: ptr, delivered: make(chan struct{})}
+	e := &Engine{ptr: ptr, delivered: make(chan struct{})}
 	fd, err := syscall.Dup(int(C.php_worker_engine_completion_fd(ptr)))
 	if err == nil {
 		err = syscall.SetNonblock(fd, true)
@@ -176,14 +187,34 @@ func newEngine(s engineSettings) (*engine, error) {
 	}
 	e.completions = os.NewFile(uintptr(fd), "php_worker completions")
 	go e.deliverCompletions()
+	if s, err := e.Stats(); err == nil {
+		e.postMaxSize = s.PostMaxSize
+	}
 	return e, nil
+}
+
+// Stopping tells whether the engine is shutting down (or asked to): it takes no new
+// requests.
+func (e *Engine) Stopping() bool {
+	return e.stopping.Load()
+}
+
+// MarkStopping makes Stopping true ahead of Shutdown, for callers that tell waiting
+// requests first.
+func (e *Engine) MarkStopping() {
+	e.stopping.Store(true)
+}
+
+// PostMaxSize is PHP's post_max_size in bytes (0: no limit).
+func (e *Engine) PostMaxSize() int64 {
+	return e.postMaxSize
 }
 
 // deliverCompletions hands each completed response to its request, as the respond
 // callback does, whenever the core's eventfd says some are queued (through Go's poller,
 // so no thread blocks on it). It ends when shutdown closes the descriptor, after a last
 // take.
-func (e *engine) deliverCompletions() {
+func (e *Engine) deliverCompletions() {
 	defer close(e.delivered)
 	var count [8]byte
 	for {
@@ -196,7 +227,7 @@ func (e *engine) deliverCompletions() {
 }
 
 // takeCompletions delivers every queued completion.
-func (e *engine) takeCompletions() {
+func (e *Engine) takeCompletions() {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
@@ -214,9 +245,9 @@ func (e *engine) takeCompletions() {
 	C.php_worker_completions_delete(batch)
 }
 
-// shutdown drains and frees the engine: queued and running requests finish, scripts
+// Shutdown drains and frees the engine: queued and running requests finish, scripts
 // still running after grace are stopped. Submissions racing with it fail cleanly.
-func (e *engine) shutdown(grace time.Duration) {
+func (e *Engine) Shutdown(grace time.Duration) {
 	e.stopping.Store(true)
 	e.mu.RLock()
 	if e.ptr != nil {
@@ -237,7 +268,7 @@ func (e *engine) shutdown(grace time.Duration) {
 }
 
 // call runs f with the live engine pointer.
-func (e *engine) call(f func(*C.php_worker_engine_t) *C.php_worker_error_t) error {
+func (e *Engine) call(f func(*C.php_worker_engine_t) *C.php_worker_error_t) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
@@ -255,8 +286,8 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t, func()) {
 	return (*C.uint8_t)(p), C.size_t(len(b)), func() { C.free(p) }
 }
 
-// newPool creates worker pool id with a spec (JSON, see php_worker_pool_new).
-func (e *engine) newPool(id uint32, spec []byte) error {
+// NewPool creates worker pool id with a spec (JSON, see php_worker_pool_new).
+func (e *Engine) NewPool(id uint32, spec []byte) error {
 	p, n, free := bytesArg(spec)
 	defer free()
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
@@ -264,30 +295,30 @@ func (e *engine) newPool(id uint32, spec []byte) error {
 	})
 }
 
-// resizeClassic sets the number of classic threads.
-func (e *engine) resizeClassic(threads int) error {
+// ResizeClassic sets the number of classic threads.
+func (e *Engine) ResizeClassic(threads int) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_resize(ptr, C.PHP_WORKER_CLASSIC_POOL, C.uint32_t(threads))
 	})
 }
 
-// configureStores sets the capacities of the shared table and of each thread's local
+// ConfigureStores sets the capacities of the shared table and of each thread's local
 // store. The stores belong to the process: no engine is needed.
-func configureStores(sharedBytes, localBytes int64) {
+func ConfigureStores(sharedBytes, localBytes int64) {
 	C.php_worker_stores_configure(C.uint64_t(sharedBytes), C.uint64_t(localBytes))
 }
 
-// autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
+// Autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
 // added), extra threads ending after maxIdle without a request.
-func (e *engine) autoscale(maxThreads int, maxIdle time.Duration) error {
+func (e *Engine) Autoscale(maxThreads int, maxIdle time.Duration) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_engine_autoscale(ptr, C.uint32_t(maxThreads), C.uint64_t(maxIdle.Milliseconds()))
 	})
 }
 
-// setDeadlines sets how long a request may run past its PHP time limit before the core
+// SetDeadlines sets how long a request may run past its PHP time limit before the core
 // ends it (negative: never), and how many stuck threads get a replacement.
-func (e *engine) setDeadlines(grace time.Duration, maxStuck int) error {
+func (e *Engine) SetDeadlines(grace time.Duration, maxStuck int) error {
 	ms := int64(-1)
 	if grace >= 0 {
 		ms = grace.Milliseconds()
@@ -297,9 +328,9 @@ func (e *engine) setDeadlines(grace time.Duration, maxStuck int) error {
 	})
 }
 
-// restartPool starts a new generation of a worker pool (spec nil: the same settings),
+// RestartPool starts a new generation of a worker pool (spec nil: the same settings),
 // staged unless activate; it returns the generation.
-func (e *engine) restartPool(id uint32, spec []byte, activate bool) (uint32, error) {
+func (e *Engine) RestartPool(id uint32, spec []byte, activate bool) (uint32, error) {
 	p, n, free := bytesArg(spec)
 	defer free()
 	var generation C.uint32_t
@@ -309,27 +340,30 @@ func (e *engine) restartPool(id uint32, spec []byte, activate bool) (uint32, err
 	return uint32(generation), err
 }
 
-func (e *engine) activatePool(id, generation uint32) error {
+// ActivatePool makes a staged generation take over its pool.
+func (e *Engine) ActivatePool(id, generation uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_activate(ptr, C.uint32_t(id), C.uint32_t(generation))
 	})
 }
 
-func (e *engine) discardPool(id, generation uint32) error {
+// DiscardPool ends a staged generation that will not take over.
+func (e *Engine) DiscardPool(id, generation uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_discard(ptr, C.uint32_t(id), C.uint32_t(generation))
 	})
 }
 
-func (e *engine) deletePool(id uint32) error {
+// DeletePool removes a pool: it serves what is queued, then its threads end.
+func (e *Engine) DeletePool(id uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_delete(ptr, C.uint32_t(id))
 	})
 }
 
-// stats is the engine's snapshot of its threads and pools (JSON, see
-// php_worker_engine_stats).
-func (e *engine) stats() ([]byte, error) {
+// StatsJSON is the engine's snapshot of its threads and pools (JSON, see
+// php_worker_engine_stats); Stats decodes it.
+func (e *Engine) StatsJSON() ([]byte, error) {
 	var out *C.php_worker_bytes_t
 	if err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_engine_stats(ptr, &out)
@@ -342,26 +376,27 @@ func (e *engine) stats() ([]byte, error) {
 	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
 }
 
-// submit queues a request; see php_worker_request_submit in php_worker.h.
-func (e *engine) submit(pool uint32, b *requestBuffer, flags uint32, handle uintptr) (*C.php_worker_request_t, C.int32_t) {
+// Submit queues a request, to be answered through the Host's callbacks for handle;
+// see php_worker_request_submit in php_worker.h.
+func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uintptr) (*Request, Code) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
-		return nil, C.PHP_WORKER_ERR_STOPPED
+		return nil, ErrStopped
 	}
 	var out *C.php_worker_request_t
 	countIn()
 	rc := C.php_worker_request_submit(e.ptr, C.uint32_t(pool),
-		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b.strings))), C.size_t(len(b.strings)),
-		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.spans))), C.size_t(len(b.spans)),
-		C.uint32_t(b.envPairs), C.size_t(b.bodyLen), C.int64_t(b.contentLength), C.uint32_t(flags),
+		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b.Strings))), C.size_t(len(b.Strings)),
+		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.Spans))), C.size_t(len(b.Spans)),
+		C.uint32_t(b.EnvPairs), C.size_t(b.BodyLen), C.int64_t(b.ContentLength), C.uint32_t(flags),
 		C.size_t(handle), &out)
-	return out, rc
+	return (*Request)(out), Code(rc)
 }
 
-// poolWaiting is how many threads of pool wait for a request now (0 when PHP is not
+// PoolWaiting is how many threads of pool wait for a request now (0 when PHP is not
 // running).
-func (e *engine) poolWaiting(pool uint32) int {
+func (e *Engine) PoolWaiting(pool uint32) int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
@@ -370,8 +405,12 @@ func (e *engine) poolWaiting(pool uint32) int {
 	return int(C.php_worker_pool_waiting(e.ptr, C.uint32_t(pool)))
 }
 
-// cancelRequest withdraws a submitted request; true when it will not run.
-func cancelRequest(r *C.php_worker_request_t) bool {
+// Request is a submitted request, as the core knows it until its last response call.
+type Request C.php_worker_request_t
+
+// Cancel withdraws the request; true when it will not run. Valid only before the
+// request's last response call (PHP_WORKER_RESPONSE_DONE).
+func (r *Request) Cancel() bool {
 	countIn()
-	return bool(C.php_worker_request_cancel(r))
+	return bool(C.php_worker_request_cancel((*C.php_worker_request_t)(r)))
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package core
 
 import (
 	"encoding/json"
@@ -15,32 +15,32 @@ import (
 // test): every field the metrics, probes and sizing read has the golden's value, so a
 // field renamed on one side fails here instead of reading as zero.
 func TestStatsGoldenSnapshot(t *testing.T) {
-	raw, err := os.ReadFile("../rust-core/tests/golden/stats.json")
+	raw, err := os.ReadFile("../../../rust-core/tests/golden/stats.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got engineStats
+	var got Stats
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	hist := func(n uint64) histogram {
+	hist := func(n uint64) Histogram {
 		b := make([]uint64, 14)
 		for i := range b {
 			b[i] = n
 		}
-		return histogram{Buckets: b, Count: n, Sum: float64(n) / 4}
+		return Histogram{Buckets: b, Count: n, Sum: float64(n) / 4}
 	}
-	want := engineStats{
+	want := Stats{
 		MaxThreads:      12,
 		HistogramBounds: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		Threads: []struct {
 			State string `json:"state"`
 		}{{State: "busy"}},
-		Pools: []poolStats{{
+		Pools: []PoolStats{{
 			ID: 7, Kind: "task", Worker: "app", Generation: 2, Threads: 4, Ready: 3, Leaving: 21, Restarting: true, Failing: 1, Busy: 2, Idle: 5, Queued: 6,
 			Duration: hist(9), Wait: hist(10), Crashes: 11, Restarts: 13,
 		}},
-		Opcache: opcacheStats{
+		Opcache: OpcacheStats{
 			Guarded: true, RestartPending: true, RestartsOutOfMemory: 15, RestartsKeyTableFull: 16,
 			RestartsReset: 17, HoldsTimedOut: 18,
 		},
@@ -57,7 +57,7 @@ func TestStatsGoldenSnapshot(t *testing.T) {
 // rust-core can show (rust-core/tests/golden/thread_states.json, written by its
 // thread_states_match_the_golden_list test).
 func TestThreadStatesMatchTheCore(t *testing.T) {
-	raw, err := os.ReadFile("../rust-core/tests/golden/thread_states.json")
+	raw, err := os.ReadFile("../../../rust-core/tests/golden/thread_states.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestThreadStatesMatchTheCore(t *testing.T) {
 	if err := json.Unmarshal(raw, &core); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(core, threadStates) {
-		t.Errorf("the core's thread states are %q; go-module's constants are %q", core, threadStates)
+	if !reflect.DeepEqual(core, ThreadStates) {
+		t.Errorf("the core's thread states are %q; internal/core's constants are %q", core, ThreadStates)
 	}
 }

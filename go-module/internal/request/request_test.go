@@ -1,7 +1,7 @@
 // Copyright 2026 The php_worker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package phpworker
+package request
 
 import (
 	"errors"
@@ -11,13 +11,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
+
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
@@ -71,25 +71,25 @@ func TestBodyErrorStatus(t *testing.T) {
 }
 
 func TestRefusalsAreAnsweredByTheHandler(t *testing.T) {
-	h := &Handler{logger: zap.NewNop()}
-	worker := &WorkerConfig{Name: "app"}
+	site := &Site{Logger: zap.NewNop()}
+	worker := Route{Pool: new(phpruntime.Pool), Name: "app"}
 	for _, tc := range []struct {
 		why        refusal
-		worker     *WorkerConfig
+		worker     Route
 		body       string
 		retryAfter string
 	}{
-		{refusal{code: refusedStopped}, worker, "503 Service Unavailable: worker app stopped\n", "1"},
-		{refusal{code: refusedStopped}, nil, "503 Service Unavailable: the classic PHP threads stopped\n", "1"},
-		{refusal{code: refusedBootFailing, retryAfter: 1600 * time.Millisecond}, worker,
+		{refusal{code: core.RefusedStopped}, worker, "503 Service Unavailable: worker app stopped\n", "1"},
+		{refusal{code: core.RefusedStopped}, Route{}, "503 Service Unavailable: the classic PHP threads stopped\n", "1"},
+		{refusal{code: core.RefusedBootFailing, retryAfter: 1600 * time.Millisecond}, worker,
 			"503 Service Unavailable: worker app fails to start; the server log says why\n", "2"},
-		{refusal{code: refusedBootFailing, retryAfter: 100 * time.Millisecond}, worker,
+		{refusal{code: core.RefusedBootFailing, retryAfter: 100 * time.Millisecond}, worker,
 			"503 Service Unavailable: worker app fails to start; the server log says why\n", "1"},
 		// PHP_WORKER_REFUSED_LOST, or a code this version does not know.
 		{refusal{code: 99}, worker, "503 Service Unavailable: the request was lost\n", "1"},
 	} {
 		w := httptest.NewRecorder()
-		if err := h.refused(w, &phpRequest{refusal: tc.why}, tc.worker); err != nil {
+		if err := site.refused(w, &phpRequest{refusal: tc.why}, tc.worker); err != nil {
 			t.Fatalf("%+v: %v", tc.why, err)
 		}
 		if w.Code != http.StatusServiceUnavailable || w.Body.String() != tc.body || w.Header().Get("Retry-After") != tc.retryAfter {
@@ -102,7 +102,7 @@ func TestRefusalsAreAnsweredByTheHandler(t *testing.T) {
 		io.ErrUnexpectedEOF:    http.StatusBadRequest,
 		nil:                    http.StatusBadRequest,
 	} {
-		err := h.refused(httptest.NewRecorder(), &phpRequest{refusal: refusal{code: refusedBody}, bodyErr: bodyErr}, worker)
+		err := site.refused(httptest.NewRecorder(), &phpRequest{refusal: refusal{code: core.RefusedBody}, bodyErr: bodyErr}, worker)
 		var he caddyhttp.HandlerError
 		if !errors.As(err, &he) || he.StatusCode != status {
 			t.Errorf("body error %v: got %v, want status %d", bodyErr, err, status)
@@ -128,9 +128,9 @@ func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
 	for _, queued := range []bool{false, true} {
 		w := &recordingWriter{header: http.Header{}}
 		pr := &phpRequest{w: w, wake: make(chan struct{}, 1), uri: "/"}
-		pr.out.bufferPolicy = bufferPolicy{off: true}
+		pr.out.BufferPolicy = BufferPolicy{Off: true}
 		body := []byte("hello")
-		if !pr.respond(200, nil, body, responseDone, 0, 0, queued) {
+		if !pr.respond(200, nil, body, core.ResponseDone, 0, 0, queued) {
 			t.Fatalf("queued=%v: the client is not gone", queued)
 		}
 		body[0] = 'J' // the core reuses or frees its bytes once the call returns
@@ -150,27 +150,5 @@ func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
 		if !pr.finished {
 			t.Error("DONE came")
 		}
-	}
-}
-
-// TestRootForBoundsItsCache: a root with a placeholder resolves per request, and keeps
-// at most maxCachedRoots results, however many hosts clients send.
-func TestRootForBoundsItsCache(t *testing.T) {
-	follow := false
-	h := &Handler{Root: "/srv/{http.request.host}", ResolveRootSymlink: &follow}
-	h.roots, h.rootsKept = new(sync.Map), new(atomic.Int64)
-	for i := 0; i < 3*maxCachedRoots; i++ {
-		repl := caddy.NewReplacer()
-		host := fmt.Sprintf("host%d.test", i)
-		repl.Set("http.request.host", host)
-		root, err := h.rootFor(repl)
-		if err != nil || root != "/srv/"+host {
-			t.Fatalf("rootFor(%s) = %q, %v", host, root, err)
-		}
-	}
-	kept := 0
-	h.roots.Range(func(_, _ any) bool { kept++; return true })
-	if kept != maxCachedRoots || h.rootsKept.Load() != maxCachedRoots {
-		t.Fatalf("%d roots cached (counted %d), want %d", kept, h.rootsKept.Load(), maxCachedRoots)
 	}
 }

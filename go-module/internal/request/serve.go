@@ -1,0 +1,276 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package request runs one HTTP request on PHP: it resolves the script, writes the CGI
+// variables, reads the body ahead, hands the request to a PHP thread through the
+// runtime, and sends the response back as the core's callbacks deliver it.
+package request
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
+)
+
+// engineWait bounds how long a request waits for PHP to start, for a php_ini change to
+// restart it, or for its worker's config to start.
+const engineWait = 30 * time.Second
+
+// DefaultRequestBodyTimeout is how long a request body may stay idle by default
+// (FrankenPHP's request_body_timeout).
+const DefaultRequestBodyTimeout = 60 * time.Second
+
+// Site is what one site's handler serves PHP requests with, fixed when it provisions.
+type Site struct {
+	Runtime *phpruntime.Runtime
+	Logger  *zap.Logger
+	// How request bodies wait for PHP (body.go), and responses for the client
+	// (response.go).
+	RequestBuffer, ResponseBuffer BufferPolicy
+	// max_wait_time: how long a request may wait while no thread of its pool is free
+	// (0: no limit).
+	MaxWaitTime time.Duration
+	// How long a body may stay idle, no byte arriving (0: no limit).
+	BodyIdleTimeout time.Duration
+}
+
+// Route is where a request goes: the classic pool (Pool nil) or a worker's pool.
+type Route struct {
+	Pool *phpruntime.Pool
+	Name string // the worker's name, for answers
+	// The env lists after the request's own variables, later ones winning: a worker's
+	// env, then the site's (nil for either when absent).
+	WorkerEnv, SiteEnv [][2]string
+}
+
+// Serve hands the request for script s to a PHP thread of route's pool and sends its
+// response.
+func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *caddy.Replacer, route Route) error {
+	if idle := site.BodyIdleTimeout; idle > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, conn: http.NewResponseController(w), idle: idle}
+	}
+	// The body first, whole when buffering is on (body.go): no PHP thread waits on it.
+	// A body PHP would refuse (past post_max_size) is not read ahead: PHP refuses it
+	// without reading it, as it always did.
+	var body *requestBody
+	limit := site.Runtime.PostMaxSize()
+	if policy := site.RequestBuffer; !policy.Off && r.Body != nil && r.Body != http.NoBody &&
+		(r.ContentLength < 0 || r.ContentLength > readAheadBody) && (limit <= 0 || r.ContentLength <= limit) {
+		var err error
+		if body, err = bufferBody(r.Body, policy, limit); err != nil {
+			return bodyError(err)
+		}
+		if r.ContentLength >= 0 && body.size != r.ContentLength {
+			body.close()
+			return bodyError(io.ErrUnexpectedEOF)
+		}
+	}
+	b := core.GetRequestBuffer()
+	if body != nil && body.complete() {
+		b.ContentLength = body.size
+	} else {
+		b.ContentLength = r.ContentLength
+	}
+	BuildRequest(b, r, s, repl, route.WorkerEnv, route.SiteEnv)
+	flags := uint32(0)
+	if body != nil && body.complete() && body.size <= readAheadBody {
+		// A chunked body that turned out small travels with the request, as one with a
+		// small Content-Length does.
+		start := len(b.Strings)
+		b.Strings = append(b.Strings, make([]byte, body.size)...)
+		err := body.copyTo(b.Strings[start:])
+		body.close()
+		body = nil
+		if err != nil {
+			core.PutRequestBuffer(b)
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		b.BodyLen = len(b.Strings) - start
+		flags |= core.RequestBodyComplete
+	} else if body == nil && r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
+		start := len(b.Strings)
+		b.Strings = append(b.Strings, make([]byte, r.ContentLength)...)
+		n, err := readBody(r.Body, b.Strings[start:])
+		if err == nil && int64(n) < r.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			core.PutRequestBuffer(b)
+			return bodyError(err)
+		}
+		b.Strings = b.Strings[:start+n]
+		b.BodyLen = n
+		flags |= core.RequestBodyComplete
+	}
+
+	pr := acquireRequest(site, w, r)
+	if pr == nil {
+		core.PutRequestBuffer(b)
+		if body != nil {
+			body.close()
+		}
+		return site.unavailable(w, "too many requests in flight", time.Second)
+	}
+	pr.body = body     // closed with the request
+	defer pr.release() // the handler's reference
+	req, rc := site.Runtime.Submit(r.Context(), engineWait, route.Pool, b, flags, pr.handle)
+	core.PutRequestBuffer(b)
+	if rc != core.OK {
+		pr.release() // the core never got it
+	}
+	switch rc {
+	case core.OK:
+	case core.ErrQueueFull:
+		return site.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
+	case core.ErrStopped:
+		return site.unavailable(w, "PHP is not running", time.Second)
+	case core.ErrUnknownPool:
+		return site.unavailable(w, "worker "+route.Name+" was removed by a config change", time.Second)
+	default:
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
+	}
+	pr.mu.Lock()
+	pr.core = req
+	pr.mu.Unlock()
+
+	var timeout <-chan time.Time
+	var retry *time.Timer
+	if wait := site.MaxWaitTime; wait > 0 {
+		retry = time.NewTimer(wait)
+		defer retry.Stop()
+		timeout = retry.C
+	}
+	defer pr.closeOutput()
+	defer pr.endReads(w)
+	for {
+		select {
+		case <-pr.wake:
+			end, err := pr.send()
+			if errors.Is(err, errExpired) {
+				return site.expired(w, pr)
+			}
+			if errors.Is(err, errRefused) {
+				return site.refused(w, pr, route)
+			}
+			if errors.Is(err, errTruncated) {
+				return site.truncated(w, pr)
+			}
+			if err != nil {
+				// The PHP thread has moved on, or will at its next output: only this
+				// goroutine waited on the client (timeouts write bounds that wait).
+				pr.abandon()
+				site.Logger.Info("client stopped reading the response; it is dropped", zap.String("uri", r.RequestURI),
+					zap.Error(err))
+				return nil
+			}
+			if end {
+				return nil
+			}
+		case <-r.Context().Done():
+			// A read of the body in progress ends first: its error says whether the body
+			// stopped arriving (a 408) or the client left.
+			pr.endReads(w)
+			if pr.abandon() {
+				return caddyhttp.Error(http.StatusRequestTimeout, errors.New("php_worker: the request body stopped arriving"))
+			}
+			return nil
+		case <-timeout:
+			timeout = nil
+			if site.Runtime.PoolWaiting(route.Pool) > 0 {
+				// A thread of the pool is free: the request is on its way to it, and
+				// max_wait_time counts only the time no thread was free.
+				retry.Reset(site.MaxWaitTime)
+				timeout = retry.C
+				continue
+			}
+			if pr.withdraw() {
+				return site.unavailable(w, "no PHP thread became free within max_wait_time", time.Second)
+			}
+			// Already running: max_wait_time only bounds the wait for a thread.
+		}
+	}
+}
+
+// idleBody ends a read of the request body that waits longer than idle for a byte: the
+// connection's read deadline moves before each read (a timeout reads as
+// os.ErrDeadlineExceeded, answered 408).
+type idleBody struct {
+	io.ReadCloser
+	conn *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.conn.SetReadDeadline(time.Now().Add(b.idle))
+	return b.ReadCloser.Read(p)
+}
+
+// bodyError answers a request whose body did not arrive whole (see bodyErrorStatus).
+func bodyError(err error) error {
+	return caddyhttp.Error(bodyErrorStatus(err), fmt.Errorf("reading the request body: %w", err))
+}
+
+// expired answers a request the core gave up on (it ran past its deadline; the core
+// logged why): 504 if nothing left yet, else the response is cut off, so the client
+// sees it incomplete rather than whole.
+func (site *Site) expired(w http.ResponseWriter, pr *phpRequest) error {
+	pr.abandonOrAbort()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusGatewayTimeout)
+	_, _ = io.WriteString(w, "504 Gateway Timeout: the PHP script ran past its time limit\n")
+	return nil
+}
+
+// truncated answers a request part of whose response could not be buffered (respond
+// logged why): 500 if nothing left yet, else the response is cut off, never framed as
+// complete.
+func (site *Site) truncated(w http.ResponseWriter, pr *phpRequest) error {
+	pr.abandonOrAbort()
+	return caddyhttp.Error(http.StatusInternalServerError, errTruncated)
+}
+
+// refused answers a request the core handed back without serving it, for the reason it
+// gave: every such answer is written here.
+func (site *Site) refused(w http.ResponseWriter, pr *phpRequest, route Route) error {
+	pr.mu.Lock()
+	why, bodyErr := pr.refusal, pr.bodyErr
+	pr.mu.Unlock()
+	pool := "the classic PHP threads"
+	if route.Pool != nil {
+		pool = "worker " + route.Name
+	}
+	switch why.code {
+	case core.RefusedStopped:
+		return site.unavailable(w, pool+" stopped", time.Second)
+	case core.RefusedBootFailing:
+		return site.unavailable(w, pool+" fails to start; the server log says why", why.retryAfter)
+	case core.RefusedBody:
+		if bodyErr == nil {
+			bodyErr = io.ErrUnexpectedEOF
+		}
+		// What the script answered was built on part of the body.
+		return bodyError(bodyErr)
+	}
+	site.Logger.Error("the PHP core dropped a request without answering it", zap.Uint32("refusal", why.code),
+		zap.String("uri", pr.uri))
+	return site.unavailable(w, "the request was lost", time.Second)
+}
+
+// unavailable answers 503 with a Retry-After header (whole seconds, at least 1) and a
+// body saying why.
+func (site *Site) unavailable(w http.ResponseWriter, reason string, retryAfter time.Duration) error {
+	site.Logger.Warn("request answered 503", zap.String("reason", reason))
+	w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((retryAfter+time.Second-1)/time.Second)), 10))
+	http.Error(w, "503 Service Unavailable: "+reason, http.StatusServiceUnavailable)
+	return nil
+}
