@@ -175,7 +175,7 @@ func (pr *phpRequest) respond(status int, headers []core.Header, body []byte, fl
 			} else if pr.out.Off {
 				// For the handler goroutine to write; the core frees its bytes after this.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: bytes.Clone(body)})
-			} else if err := pr.out.queueBody(body); err != nil {
+			} else if err := pr.out.queueBody(body, queued); err != nil {
 				// The rest of the response is lost: the handler answers 500, or cuts the
 				// response off, and PHP is told the client is gone.
 				pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))

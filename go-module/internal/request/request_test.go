@@ -4,12 +4,14 @@
 package request
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -152,3 +154,40 @@ func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
 		}
 	}
 }
+
+// TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt: the one goroutine that
+// delivers every request's completion never waits on the disk. A completion's body
+// (at most the core's 64 KiB stream chunk) past the memory bounds stays in memory for
+// the handler goroutine; here the spill file could not even be created.
+func TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	pr := &phpRequest{site: testSite, wake: make(chan struct{}, 1), uri: "/"}
+	pr.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
+	defer pr.out.reset()
+	body := bytes.Repeat([]byte("x"), 1000)
+	if !pr.respond(200, nil, body, core.ResponseDone, 0, 0, true) {
+		t.Fatal("a completion past the bound was refused: the delivering goroutine tried the disk")
+	}
+	if pr.truncated || pr.out.spill != nil {
+		t.Fatalf("truncated %v, spill file %v", pr.truncated, pr.out.spill)
+	}
+	var got []byte
+	for _, p := range pr.out.take() {
+		got = append(got, p.data...)
+	}
+	if !bytes.Equal(got, body) {
+		t.Errorf("the body is queued in memory whole: %d bytes", len(got))
+	}
+
+	// From a PHP thread (the respond callback), the bound holds: the body goes to the
+	// spill file, which cannot be created here, so the response is cut off.
+	pr2 := &phpRequest{site: testSite, wake: make(chan struct{}, 1), uri: "/"}
+	pr2.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
+	defer pr2.out.reset()
+	if pr2.respond(200, nil, body, 0, 0, 0, false) || !pr2.truncated {
+		t.Error("a callback past the bound must spill, and fail without a spill file")
+	}
+}
+
+// testSite is a site with no PHP running, for requests made by hand.
+var testSite = &Site{Runtime: phpruntime.New("test", "test"), Logger: zap.NewNop()}

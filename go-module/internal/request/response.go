@@ -82,9 +82,14 @@ type responseQueue struct {
 // Past the bounds they go to the spill file; an error when that cannot be written.
 // Parts keep their order wherever their bytes are, so bodies return to memory once the
 // client has taken enough.
-func (q *responseQueue) queueBody(body []byte) error {
+//
+// With noDisk (a completion, on the goroutine that delivers every request's), the bytes
+// stay in memory whatever the bounds: a slow or full disk must not hold up the other
+// requests' completions. A completion carries at most the core's stream chunk (64 KiB),
+// so the bounds are passed by that much at most per response.
+func (q *responseQueue) queueBody(body []byte, noDisk bool) error {
 	n := int64(len(body))
-	if q.memory+n <= q.Limit && buffered.Load()+n <= q.Total {
+	if noDisk || (q.memory+n <= q.Limit && buffered.Load()+n <= q.Total) {
 		q.memory += n
 		buffered.Add(n)
 		for len(body) > 0 {

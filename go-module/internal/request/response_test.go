@@ -50,7 +50,7 @@ func TestResponseQueueSpillsPastItsBoundAndComesBack(t *testing.T) {
 	for i := range 3 { // 3 × 48 KiB: the third passes the 100 KiB bound
 		b := filled(48<<10, byte(i))
 		want.Write(b)
-		if err := q.queueBody(b); err != nil {
+		if err := q.queueBody(b, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestResponseQueueSpillsPastItsBoundAndComesBack(t *testing.T) {
 	// spilled ones.
 	b := filled(10<<10, 7)
 	want.Write(b)
-	if err := q.queueBody(b); err != nil {
+	if err := q.queueBody(b, false); err != nil {
 		t.Fatal(err)
 	}
 	if memory, spilled := inMemory(q); memory != 10<<10 || spilled != 0 {
@@ -89,17 +89,17 @@ func TestResponseQueueSpillsWhenAllResponsesHoldTheTotal(t *testing.T) {
 	b := &responseQueue{BufferPolicy: BufferPolicy{Limit: 1 << 20, Total: total}}
 	defer a.reset()
 	defer b.reset()
-	if err := a.queueBody(filled(60<<10, 1)); err != nil {
+	if err := a.queueBody(filled(60<<10, 1), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.queueBody(filled(8<<10, 2)); err != nil {
+	if err := b.queueBody(filled(8<<10, 2), false); err != nil {
 		t.Fatal(err)
 	}
 	if memory, spilled := inMemory(b); memory != 0 || spilled != 8<<10 {
 		t.Errorf("a response under its own bound but over the total: in memory %d, spilled %d; want it spilled", memory, spilled)
 	}
 	a.reset()
-	if err := b.queueBody(filled(8<<10, 3)); err != nil {
+	if err := b.queueBody(filled(8<<10, 3), false); err != nil {
 		t.Fatal(err)
 	}
 	if memory, _ := inMemory(b); memory != 8<<10 {
