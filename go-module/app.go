@@ -154,6 +154,7 @@ type App struct {
 
 	ctx       caddy.Context
 	logger    *zap.Logger
+	rt        *phpruntime.Runtime // the process's PHP, which this config drives
 	registry  *workerRegistry
 	exit      *exitState
 	plan      *plan                 // set by Start
@@ -239,6 +240,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) setup(ctx caddy.Context) {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.rt = php
 	a.exit = new(exitState)
 	if a.ShutdownTimeout == 0 {
 		a.ShutdownTimeout = caddy.Duration(30 * time.Second)
@@ -312,7 +314,7 @@ func (a *App) stopForExit() {
 	go func() {
 		defer close(done)
 		time.Sleep(delay)
-		php.Stop(a.runtimePlan())
+		a.rt.Stop(a.runtimePlan())
 	}()
 }
 
@@ -388,7 +390,7 @@ func (a *App) addWorkers(workers []*WorkerConfig) {
 		if a.registry.names[key]++; a.registry.names[key] > 1 {
 			key = fmt.Sprintf("%s#%d", key, a.registry.names[key])
 		}
-		w.pool = php.AcquirePool(key)
+		w.pool = a.rt.AcquirePool(key)
 		a.registry.all = append(a.registry.all, w)
 	}
 }
@@ -482,11 +484,11 @@ func (a *App) Start() error {
 		return err
 	}
 	a.plan = p
-	php.SetLogger(a.logger)
+	a.rt.SetLogger(a.logger)
 	if p.maxThreadsWhy != "" {
 		a.logger.Info("max_threads auto", zap.Int("max_threads", p.MaxThreads), zap.String("why", p.maxThreadsWhy))
 	}
-	if err := php.Start(&p.Plan); err != nil {
+	if err := a.rt.Start(&p.Plan); err != nil {
 		return err
 	}
 	a.watch(p.workers)
@@ -503,7 +505,7 @@ func (a *App) watch(workers []*WorkerConfig) {
 		}
 		pool := w.pool
 		fw, err := phpruntime.NewWatcher(w.watchRoot, w.Watch, watchDebounce, a.logger.With(zap.String("worker", pool.Key())),
-			func(files []string) { php.RestartWatched(pool, files) })
+			func(files []string) { a.rt.RestartWatched(pool, files) })
 		if err != nil {
 			a.logger.Error("cannot watch the worker's files; it serves without restarting on changes",
 				zap.String("worker", pool.Key()), zap.Error(err))
@@ -525,7 +527,7 @@ func (a *App) Stop() error {
 		a.stopForExit() // PHP stops after shutdown_delay; Cleanup waits for it
 		return nil
 	}
-	php.Stop(a.runtimePlan())
+	a.rt.Stop(a.runtimePlan())
 	return nil
 }
 

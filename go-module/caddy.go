@@ -19,7 +19,9 @@ import (
 	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
-// php is the PHP of this process, handed down to what serves requests and runs configs.
+// php is the PHP of this process: each config's App takes it at provision and hands it
+// down to its handlers' sites; the modules Caddy creates without a config (admin
+// routes, the metrics collector, the health handler) read it here.
 var php = phpruntime.New(moduleVersion(), coreBuildID)
 
 func init() {

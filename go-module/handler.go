@@ -174,7 +174,7 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 		return err
 	}
 	h.site = &request.Site{
-		Runtime:         php,
+		Runtime:         app.rt,
 		Logger:          h.logger,
 		RequestBuffer:   app.requestBufferPolicy(),
 		ResponseBuffer:  app.responseBufferPolicy(),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 )
@@ -189,7 +190,7 @@ func (a *App) runSchedules(ctx context.Context, clock scheduleClock) {
 		now := clock.now()
 		for i := range a.Schedules {
 			if !next[i].After(now) {
-				a.Schedules[i].start(a.logger, next[i])
+				a.Schedules[i].start(a.rt, a.logger, next[i])
 				next[i] = a.Schedules[i].schedule.Next(now)
 			}
 		}
@@ -197,7 +198,7 @@ func (a *App) runSchedules(ctx context.Context, clock scheduleClock) {
 }
 
 // start runs the job in the background unless its previous run goes on.
-func (sc *ScheduleConfig) start(logger *zap.Logger, due time.Time) {
+func (sc *ScheduleConfig) start(rt *phpruntime.Runtime, logger *zap.Logger, due time.Time) {
 	name := sc.worker.Name
 	if _, running := jobsRunning.LoadOrStore(name, true); running {
 		logger.Warn("scheduled job skipped: its previous run has not ended", zap.String("job", name),
@@ -207,15 +208,15 @@ func (sc *ScheduleConfig) start(logger *zap.Logger, due time.Time) {
 	}
 	go func() {
 		defer jobsRunning.Delete(name)
-		sc.run(logger)
+		sc.run(rt, logger)
 	}()
 }
 
 // run runs the job once and logs how it ended.
-func (sc *ScheduleConfig) run(logger *zap.Logger) {
+func (sc *ScheduleConfig) run(rt *phpruntime.Runtime, logger *zap.Logger) {
 	name := sc.worker.Name
 	logger.Debug("scheduled job started", zap.String("job", name), zap.Strings("argv", sc.worker.argv))
-	e := php.Engine()
+	e := rt.Engine()
 	if e == nil || e.Stopping() {
 		logger.Warn("scheduled job not run: PHP is not running", zap.String("job", name))
 		jobStats.record(name, "failed", 0)

@@ -226,7 +226,7 @@ func workerFile(file, base string) (string, error) {
 func (w *WorkerConfig) releasePool() {
 	if w.pool != nil && !w.released {
 		w.released = true
-		php.ReleasePool(w.pool.Key())
+		w.pool.Release()
 	}
 }
 

@@ -46,6 +46,9 @@ func (rt *Runtime) ReleasePool(key string) {
 	}
 }
 
+// Release drops a config's reference to the pool (see ReleasePool).
+func (p *Pool) Release() { p.rt.ReleasePool(p.key) }
+
 // Key is the pool's worker name, unique among the loaded configs' workers.
 func (p *Pool) Key() string { return p.key }
 
