@@ -468,3 +468,76 @@ def test_an_opcache_reset_restarts_a_background_worker_on_the_fresh_cache(start_
     opcache = srv.threads()["opcache"]
     assert opcache["restarts_opcache_reset"] >= 1 and opcache["holds_timed_out"] == 0, opcache
     assert shared(srv, "bg:overlap")["bg:overlap"] is None
+
+
+# Sends one large task after another to the task worker "tasks" until one is not
+# answered with a result; answers how many came back and how the last call ended. A large
+# payload takes a while to copy into its task: a reload that removes the worker then
+# often lands between the moment the sender finds the worker and the moment the task is
+# queued.
+DRAIN_SENDER = """<?php
+header('Content-Type: application/json');
+$payload = str_repeat('x', 64 << 20);
+$answered = 0;
+$deadline = microtime(true) + 25;
+while (microtime(true) < $deadline) {
+    $start = microtime(true);
+    try {
+        php_worker_task('tasks', $payload, 30);
+        $answered++;
+    } catch (Throwable $e) {
+        echo json_encode(['answered' => $answered, 'error' => get_class($e), 'message' => $e->getMessage(),
+            'ms' => (microtime(true) - $start) * 1000]);
+        return;
+    }
+}
+echo json_encode(['answered' => $answered, 'error' => null]);
+"""
+
+# A task worker whose handler answers the payload's length.
+LENGTH_TASKS = """<?php
+while (php_worker_handle_task(fn (string $payload) => (string) strlen($payload))) {
+}
+"""
+
+
+def test_a_task_sent_while_its_worker_stops_is_answered_not_left_to_time_out(start_server, tmp_path):
+    """Reloads stop a task worker while tasks keep coming: one that removes the worker,
+    one that changes php_ini (PHP restarts). Each task is served by a thread of the
+    worker or refused at once, never left queued where no thread will take it until the
+    sender's timeout (30 s here), nor dropped without a word."""
+    (tmp_path / "tasks.php").write_text(LENGTH_TASKS)
+    (tmp_path / "drain-send.php").write_text(DRAIN_SENDER)
+
+    def caddyfile(with_worker=True, memory="1G"):
+        worker = f"""\t\ttask_worker {{
+			file {tmp_path}/tasks.php
+			name tasks
+			num 3
+		}}""" if with_worker else ""
+        extra = f"\t\tphp_ini memory_limit {memory}\n" + worker
+        return lambda port, admin: make_caddyfile(port, admin, threads=5, app=tmp_path, global_extra=extra)
+    srv = start_server("tasks-drain", caddyfile())
+    ready = lambda: any(p["worker"] == "tasks" and p["ready"] == 3 for p in srv.threads()["pools"])
+    for attempt in range(6):
+        removes = attempt % 2 == 0
+        result = {}
+
+        def sender():
+            r = srv.get("/drain-send.php", timeout=90)
+            result.update(r.json() if r.status == 200 else {"status": r.status, "body": r.text})
+        sending = threading.Thread(target=sender)
+        sending.start()
+        time.sleep(0.5 + 0.1 * attempt)  # tasks flow meanwhile
+        stopping = caddyfile(with_worker=False) if removes else caddyfile(memory=f"{1024 + attempt}M")
+        status, body = srv.load(stopping(srv.port, srv.admin_port))
+        assert status == 200, body
+        sending.join()
+        assert result.get("error") == "PhpWorker\\TaskException", result
+        assert "was refused" in result["message"] and "dropped" not in result["message"], result
+        assert result["ms"] < 10_000, result
+        if removes:
+            status, body = srv.load(caddyfile()(srv.port, srv.admin_port))
+            assert status == 200, body
+        assert eventually(ready, timeout=20)
+

@@ -344,7 +344,16 @@ impl TaskRouter for TaskRoutes {
                 "a thread of task worker {worker} cannot wait for a task of its own worker (its threads could all wait for each other)"
             ));
         }
-        pool.submit_task(payload, reply)
+        // Built outside the table's lock: a large payload takes a while to copy.
+        let request = pool.task_request(payload, reply)?;
+        // Queued under it, as Engine::submit queues a request: a task queued here is in
+        // the queue when the pool drains, and no task reaches a pool that drains.
+        let pools = pools.read().unwrap_or_else(|e| e.into_inner());
+        if !pools.iter().any(|p| Arc::ptr_eq(p, &pool)) {
+            request.disown();
+            return Err(format!("task worker {worker} is stopping"));
+        }
+        pool.submit_task(request)
     }
 }
 
