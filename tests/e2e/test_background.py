@@ -541,3 +541,72 @@ def test_a_task_sent_while_its_worker_stops_is_answered_not_left_to_time_out(sta
             assert status == 200, body
         assert eventually(ready, timeout=20)
 
+
+# A task worker that passes its task on: the payload lists the task workers still to
+# go through; each adds its name to what the rest answered, or to why it could not send.
+RELAY_TASKS = """<?php
+$me = getenv('WORKER_NAME');
+while (php_worker_handle_task(function (string $payload) use ($me) {
+    $via = json_decode($payload, true);
+    if (!$via) {
+        return $me;
+    }
+    try {
+        return $me . ' > ' . php_worker_task(array_shift($via), json_encode($via), 30);
+    } catch (PhpWorker\\TaskException $e) {
+        return $me . ' > ' . get_class($e) . ': ' . $e->getMessage();
+    }
+})) {
+}
+"""
+
+# Sends a task through the task workers of ?via=a,b,...
+RELAY_SENDER = """<?php
+header('Content-Type: application/json');
+$via = explode(',', $_GET['via']);
+$start = microtime(true);
+try {
+    $answer = php_worker_task(array_shift($via), json_encode($via), 30);
+} catch (PhpWorker\\TaskException $e) {
+    $answer = get_class($e) . ': ' . $e->getMessage();
+}
+echo json_encode(['answer' => $answer, 'ms' => (microtime(true) - $start) * 1000]);
+"""
+
+
+def test_task_workers_sending_to_each_other_in_a_cycle_are_refused_at_once(start_server, tmp_path):
+    """Task workers a and b, one thread each. A task that goes a -> b -> a would leave a's
+    only thread waiting for b and b's for a until their timeouts (30 s): the send that
+    closes the cycle is refused at once, naming it. Chains without a cycle run."""
+    (tmp_path / "relay.php").write_text(RELAY_TASKS)
+    (tmp_path / "relay-send.php").write_text(RELAY_SENDER)
+    workers = "\n".join(f"""\t\ttask_worker {{
+			file {tmp_path}/relay.php
+			name {name}
+			num 1
+			env WORKER_NAME {name}
+		}}""" for name in ("a", "b"))
+    srv = start_server("tasks-cycle", lambda port, admin: make_caddyfile(port, admin, threads=4, app=tmp_path,
+                                                                        global_extra=workers))
+
+    def relay(via):
+        r = srv.get(f"/relay-send.php?via={via}", timeout=90)
+        assert r.status == 200, r.text
+        return r.json()
+
+    assert relay("a,b")["answer"] == "a > b"
+    assert relay("b,a")["answer"] == "b > a", "either way round, as long as no worker comes back"
+
+    r = relay("a,b,a")
+    assert r["answer"] == ("a > b > PhpWorker\\TaskException: task 0 on worker a was refused: "
+                           "tasks cannot go round a cycle of task workers (a → b → a): "
+                           "their threads could all end up waiting for each other"), r
+    assert r["ms"] < 10_000, r
+    r = relay("b,a,b")
+    assert r["answer"].endswith("(b → a → b): their threads could all end up waiting for each other") and r["ms"] < 10_000, r
+
+    # A worker sending to itself is the shortest cycle, refused as before.
+    r = relay("a,a")
+    assert r["answer"] == ("a > PhpWorker\\TaskException: task 0 on worker a was refused: a thread of task worker a "
+                           "cannot wait for a task of its own worker (its threads could all wait for each other)"), r
+    assert relay("a,b")["answer"] == "a > b", "both workers serve on"

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::config::{WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
-use crate::request::task::TaskReply;
+use crate::request::task::{TaskChain, TaskReply};
 use crate::request::{Refusal, Request, RunState};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
@@ -216,14 +216,15 @@ impl Pool {
         })
     }
 
-    /// A task (src/request/task.rs) for the current generation's script, to queue with
-    /// [`Pool::submit_task`]; on error, why it cannot be one, in words.
-    pub fn task_request(&self, payload: &[u8], reply: TaskReply) -> std::result::Result<Box<Request>, String> {
+    /// A task (src/request/task.rs) for the current generation's script, sent through
+    /// the task workers of `chain`, to queue with [`Pool::submit_task`]; on error, why it
+    /// cannot be one, in words.
+    pub fn task_request(&self, payload: &[u8], reply: TaskReply, chain: TaskChain) -> std::result::Result<Box<Request>, String> {
         let generation = match lock(&self.state).workers.as_ref() {
             Some(w) if self.kind == WorkerKind::Task => w.current.clone(),
             _ => return Err(format!("{} is not a task worker", self.name)),
         };
-        Ok(generation.task_request(&self.host, payload, reply))
+        Ok(generation.task_request(&self.host, payload, reply, chain))
     }
 
     /// Queues a task. The caller holds the engine's pool table, as [`Pool::submit`]'s

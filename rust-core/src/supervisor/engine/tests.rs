@@ -585,7 +585,7 @@ fn send_tasks_until_refused(engine: &Engine, payload: &[u8]) -> (usize, String) 
     let mut answered = 0;
     loop {
         let (tx, rx) = crossbeam_channel::unbounded();
-        if let Err(why) = router.submit_task("w", CLASSIC, payload, TaskReply::new(0, tx)) {
+        if let Err(why) = router.submit_task("w", &TaskChain::default(), payload, TaskReply::new(0, tx)) {
             return (answered, why);
         }
         match rx.recv_timeout(Duration::from_secs(10)) {
