@@ -468,3 +468,145 @@ def test_an_opcache_reset_restarts_a_background_worker_on_the_fresh_cache(start_
     opcache = srv.threads()["opcache"]
     assert opcache["restarts_opcache_reset"] >= 1 and opcache["holds_timed_out"] == 0, opcache
     assert shared(srv, "bg:overlap")["bg:overlap"] is None
+
+
+# Sends one large task after another to the task worker "tasks" until one is not
+# answered with a result; answers how many came back and how the last call ended. A large
+# payload takes a while to copy into its task: a reload that removes the worker then
+# often lands between the moment the sender finds the worker and the moment the task is
+# queued.
+DRAIN_SENDER = """<?php
+header('Content-Type: application/json');
+$payload = str_repeat('x', 64 << 20);
+$answered = 0;
+$deadline = microtime(true) + 25;
+while (microtime(true) < $deadline) {
+    $start = microtime(true);
+    try {
+        php_worker_task('tasks', $payload, 30);
+        $answered++;
+    } catch (Throwable $e) {
+        echo json_encode(['answered' => $answered, 'error' => get_class($e), 'message' => $e->getMessage(),
+            'ms' => (microtime(true) - $start) * 1000]);
+        return;
+    }
+}
+echo json_encode(['answered' => $answered, 'error' => null]);
+"""
+
+# A task worker whose handler answers the payload's length.
+LENGTH_TASKS = """<?php
+while (php_worker_handle_task(fn (string $payload) => (string) strlen($payload))) {
+}
+"""
+
+
+def test_a_task_sent_while_its_worker_stops_is_answered_not_left_to_time_out(start_server, tmp_path):
+    """Reloads stop a task worker while tasks keep coming: one that removes the worker,
+    one that changes php_ini (PHP restarts). Each task is served by a thread of the
+    worker or refused at once, never left queued where no thread will take it until the
+    sender's timeout (30 s here), nor dropped without a word."""
+    (tmp_path / "tasks.php").write_text(LENGTH_TASKS)
+    (tmp_path / "drain-send.php").write_text(DRAIN_SENDER)
+
+    def caddyfile(with_worker=True, memory="1G"):
+        worker = f"""\t\ttask_worker {{
+			file {tmp_path}/tasks.php
+			name tasks
+			num 3
+		}}""" if with_worker else ""
+        extra = f"\t\tphp_ini memory_limit {memory}\n" + worker
+        return lambda port, admin: make_caddyfile(port, admin, threads=5, app=tmp_path, global_extra=extra)
+    srv = start_server("tasks-drain", caddyfile())
+    ready = lambda: any(p["worker"] == "tasks" and p["ready"] == 3 for p in srv.threads()["pools"])
+    for attempt in range(6):
+        removes = attempt % 2 == 0
+        result = {}
+
+        def sender():
+            r = srv.get("/drain-send.php", timeout=90)
+            result.update(r.json() if r.status == 200 else {"status": r.status, "body": r.text})
+        sending = threading.Thread(target=sender)
+        sending.start()
+        time.sleep(0.5 + 0.1 * attempt)  # tasks flow meanwhile
+        stopping = caddyfile(with_worker=False) if removes else caddyfile(memory=f"{1024 + attempt}M")
+        status, body = srv.load(stopping(srv.port, srv.admin_port))
+        assert status == 200, body
+        sending.join()
+        assert result.get("error") == "PhpWorker\\TaskException", result
+        assert "was refused" in result["message"] and "dropped" not in result["message"], result
+        assert result["ms"] < 10_000, result
+        if removes:
+            status, body = srv.load(caddyfile()(srv.port, srv.admin_port))
+            assert status == 200, body
+        assert eventually(ready, timeout=20)
+
+
+# A task worker that passes its task on: the payload lists the task workers still to
+# go through; each adds its name to what the rest answered, or to why it could not send.
+RELAY_TASKS = """<?php
+$me = getenv('WORKER_NAME');
+while (php_worker_handle_task(function (string $payload) use ($me) {
+    $via = json_decode($payload, true);
+    if (!$via) {
+        return $me;
+    }
+    try {
+        return $me . ' > ' . php_worker_task(array_shift($via), json_encode($via), 30);
+    } catch (PhpWorker\\TaskException $e) {
+        return $me . ' > ' . get_class($e) . ': ' . $e->getMessage();
+    }
+})) {
+}
+"""
+
+# Sends a task through the task workers of ?via=a,b,...
+RELAY_SENDER = """<?php
+header('Content-Type: application/json');
+$via = explode(',', $_GET['via']);
+$start = microtime(true);
+try {
+    $answer = php_worker_task(array_shift($via), json_encode($via), 30);
+} catch (PhpWorker\\TaskException $e) {
+    $answer = get_class($e) . ': ' . $e->getMessage();
+}
+echo json_encode(['answer' => $answer, 'ms' => (microtime(true) - $start) * 1000]);
+"""
+
+
+def test_task_workers_sending_to_each_other_in_a_cycle_are_refused_at_once(start_server, tmp_path):
+    """Task workers a and b, one thread each. A task that goes a -> b -> a would leave a's
+    only thread waiting for b and b's for a until their timeouts (30 s): the send that
+    closes the cycle is refused at once, naming it. Chains without a cycle run."""
+    (tmp_path / "relay.php").write_text(RELAY_TASKS)
+    (tmp_path / "relay-send.php").write_text(RELAY_SENDER)
+    workers = "\n".join(f"""\t\ttask_worker {{
+			file {tmp_path}/relay.php
+			name {name}
+			num 1
+			env WORKER_NAME {name}
+		}}""" for name in ("a", "b"))
+    srv = start_server("tasks-cycle", lambda port, admin: make_caddyfile(port, admin, threads=4, app=tmp_path,
+                                                                        global_extra=workers))
+
+    def relay(via):
+        r = srv.get(f"/relay-send.php?via={via}", timeout=90)
+        assert r.status == 200, r.text
+        return r.json()
+
+    assert relay("a,b")["answer"] == "a > b"
+    assert relay("b,a")["answer"] == "b > a", "either way round, as long as no worker comes back"
+
+    r = relay("a,b,a")
+    assert r["answer"] == ("a > b > PhpWorker\\TaskException: task 0 on worker a was refused: "
+                           "tasks cannot go round a cycle of task workers (a → b → a): "
+                           "their threads could all end up waiting for each other"), r
+    assert r["ms"] < 10_000, r
+    r = relay("b,a,b")
+    assert r["answer"].endswith("(b → a → b): their threads could all end up waiting for each other") and r["ms"] < 10_000, r
+
+    # A worker sending to itself is the shortest cycle, refused as before.
+    r = relay("a,a")
+    assert r["answer"] == ("a > PhpWorker\\TaskException: task 0 on worker a was refused: a thread of task worker a "
+                           "cannot wait for a task of its own worker (its threads could all wait for each other)"), r
+    assert relay("a,b")["answer"] == "a > b", "both workers serve on"

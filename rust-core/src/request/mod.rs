@@ -23,7 +23,7 @@ use crate::layout::{self, Strings};
 use crate::php::sys::ShimRequest;
 
 pub use context::{RequestContext, Scratch, Sink};
-use task::{TaskError, TaskReply, TaskResult};
+use task::{TaskChain, TaskError, TaskReply, TaskResult};
 
 /// A request as the host described it, copied into Rust memory.
 ///
@@ -48,6 +48,8 @@ pub struct Request {
     created: Instant,
     /// For a task (src/request/task.rs), where its answer goes instead of to the host.
     reply: Option<TaskReply>,
+    /// For a task, the task workers it was sent through; empty for a request.
+    chain: TaskChain,
 }
 
 impl Request {
@@ -88,6 +90,7 @@ impl Request {
             host,
             created: Instant::now(),
             reply: None,
+            chain: TaskChain::default(),
         }))
     }
 
@@ -102,8 +105,17 @@ impl Request {
     }
 
     /// A task for a task worker: `fields` and `vars` as for [`Request::synthetic`], the
-    /// payload as the request body (php://input reads it too), and where the answer goes.
-    pub fn task(host: Arc<Host>, fields: &[&str], vars: &[(&str, &str)], env_pairs: usize, payload: &[u8], reply: TaskReply) -> Box<Request> {
+    /// payload as the request body (php://input reads it too), where the answer goes, and
+    /// the task workers it was sent through.
+    pub fn task(
+        host: Arc<Host>,
+        fields: &[&str],
+        vars: &[(&str, &str)],
+        env_pairs: usize,
+        payload: &[u8],
+        reply: TaskReply,
+        chain: TaskChain,
+    ) -> Box<Request> {
         let (block, spans) = encode(fields, vars, payload);
         let mut request = Request::new(
             host,
@@ -117,12 +129,18 @@ impl Request {
         )
         .expect("a task request follows the layout");
         request.reply = Some(reply);
+        request.chain = chain;
         request
     }
 
     /// Whether it is a task, whose answer goes to the PHP thread that sent it.
     pub fn is_task(&self) -> bool {
         self.reply.is_some()
+    }
+
+    /// The task workers a task was sent through (empty for a request).
+    pub fn task_chain(&self) -> &TaskChain {
+        &self.chain
     }
 
     /// Answers a task (once; later answers are dropped). False for an HTTP request.

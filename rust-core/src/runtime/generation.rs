@@ -13,7 +13,7 @@ use crate::config::WorkerSpec;
 use crate::host::Host;
 use crate::layout::Strings;
 use crate::request::Request;
-use crate::request::task::TaskReply;
+use crate::request::task::{TaskChain, TaskReply};
 
 /// How a scheduled job's run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,8 +140,8 @@ impl Generation {
     }
 
     /// A task for this generation's script: its boot request with the method TASK and
-    /// the payload as body (src/request/task.rs).
-    pub fn task_request(&self, host: &Arc<Host>, payload: &[u8], reply: TaskReply) -> Box<Request> {
+    /// the payload as body (src/request/task.rs), sent through the task workers of `chain`.
+    pub fn task_request(&self, host: &Arc<Host>, payload: &[u8], reply: TaskReply, chain: TaskChain) -> Box<Request> {
         let (mut fields, boot_vars) = self.boot_parts();
         fields[Field::Method as usize] = "TASK";
         fields[Field::ContentType as usize] = "application/octet-stream";
@@ -152,7 +152,7 @@ impl Generation {
             own.iter().copied().filter(|(k, _)| !matches!(*k, "REQUEST_METHOD" | "CONTENT_LENGTH" | "CONTENT_TYPE")).collect();
         vars.extend([("REQUEST_METHOD", "TASK"), ("CONTENT_LENGTH", length.as_str()), ("CONTENT_TYPE", "application/octet-stream")]);
         vars.extend_from_slice(env);
-        Request::task(host.clone(), &fields, &vars, env.len(), payload, reply)
+        Request::task(host.clone(), &fields, &vars, env.len(), payload, reply, chain)
     }
 
     /// The boot request's fixed fields and `$_SERVER` pairs, as the host wrote them, or

@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::counters::PoolCounters;
 use super::generation::Generation;
 use super::info::{PoolId, ThreadInfo};
-use crate::request::task::TaskReply;
+use crate::request::task::{TaskChain, TaskReply};
 use crate::request::{Request, RunState};
 
 /// What a pool tells its threads.
@@ -85,10 +85,11 @@ pub trait PoolEvents: Send + Sync {
 
 /// Where PHP threads send tasks: the engine's table of pools (src/supervisor/engine.rs).
 pub trait TaskRouter: Send + Sync {
-    /// Queues a task for the task worker named `worker`, unless it is `sender`'s own pool
-    /// (its threads would wait for each other). Returns the task's run state, to withdraw
-    /// it if the sender stops waiting; on error the task was not queued: why, in words.
-    fn submit_task(&self, worker: &str, sender: PoolId, payload: &[u8], reply: TaskReply) -> Result<Arc<RunState>, String>;
+    /// Queues a task sent along `chain` (the sender's: see PhpThread::task_chain) for the
+    /// task worker named `worker`, unless that worker is in the chain (threads could all
+    /// wait for each other). Returns the task's run state, to withdraw it if the sender
+    /// stops waiting; on error the task was not queued: why, in words.
+    fn submit_task(&self, worker: &str, chain: &TaskChain, payload: &[u8], reply: TaskReply) -> Result<Arc<RunState>, String>;
 }
 
 /// A thread as its pool knows it.

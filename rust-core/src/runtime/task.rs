@@ -3,22 +3,35 @@
 //! timeout. Tasks sent together run on as many free threads at once, so the sender
 //! waits for the slowest, not for the sum.
 //!
-//! No sender waits on itself: a thread of a task worker cannot send to its own worker
-//! (its threads could all end up waiting for each other), and a task that finds its
-//! worker's queue full is refused at once rather than waited for. Every wait ends at
-//! the sender's timeout; a task still queued then is withdrawn and never runs, one
-//! already running finishes and its answer is dropped.
+//! No sender waits on itself. Every task carries the chain of task workers it was sent
+//! through (src/request/task.rs): the chain of the task its sender is running, then the
+//! sender's own task worker. A task to a worker already in its chain is refused at once:
+//! it would close a cycle, a → b → a, in which every thread of a can be waiting on b
+//! while every thread of b waits on a. A thread sending to its own worker is the
+//! shortest such cycle. The rule refuses every cycle, also one that would finish because
+//! a has a free thread when b's task comes back: whether a cycle deadlocks depends on
+//! how busy its workers are at that moment, so it would pass tests and hang under load;
+//! refused always, it fails the first time it runs. Chains without a cycle are never
+//! refused (a → b from one request, b → a from another; a → b and a → c → b). Only task
+//! workers are in chains: no task waits on a thread of any other kind.
+//!
+//! A task that finds its worker's queue full is refused at once rather than waited for.
+//! A task worker that stops (removed by a reload, PHP restarting) takes no more tasks:
+//! those it queued before are served by its last threads or refused when they end
+//! (src/supervisor/engine.rs queues tasks as it queues requests). Every wait ends at the
+//! sender's timeout; a task still queued then is withdrawn and never runs, one already
+//! running finishes and its answer is dropped.
 
 use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 
-use super::info::{PoolId, ThreadInfo};
+use super::info::ThreadInfo;
 use super::protocol::TaskRouter;
 use super::thread::{try_with_thread, with_thread};
 use crate::php::guard::guard;
-use crate::request::task::{TaskError, TaskReply, TaskResult};
+use crate::request::task::{TaskChain, TaskError, TaskReply, TaskResult};
 
 /// One payload, as C hands it over: `len` bytes at `data`.
 #[repr(C)]
@@ -81,10 +94,10 @@ pub unsafe extern "C" fn pw_rs_tasks_run(
             // SAFETY: as above: each payload is readable for its length.
             .map(|p| if p.len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(p.data.cast::<u8>(), p.len) } })
             .collect();
-        let sender = try_with_thread(|t| (t.tasks.clone(), t.info.clone(), t.assignment.pool));
+        let sender = try_with_thread(|t| (t.tasks.clone(), t.info.clone(), t.task_chain()));
         let results = match sender {
-            Some((Some(router), info, pool)) => {
-                run(&*router, &worker, pool, &payloads, Duration::from_millis(timeout_ms), &info)
+            Some((Some(router), info, chain)) => {
+                run(&*router, &worker, &chain, &payloads, Duration::from_millis(timeout_ms), &info)
             }
             _ => payloads.iter().map(|_| Err(TaskError::Refused("tasks can be sent only from a PHP thread of php_worker".into()))).collect(),
         };
@@ -107,12 +120,12 @@ pub unsafe extern "C" fn pw_rs_tasks_run(
 
 /// Queues every payload, then collects the answers until all came, the timeout passed,
 /// or the sender's own script was stopped.
-fn run(router: &dyn TaskRouter, worker: &str, sender: PoolId, payloads: &[&[u8]], timeout: Duration, info: &ThreadInfo) -> Vec<TaskResult> {
+fn run(router: &dyn TaskRouter, worker: &str, chain: &TaskChain, payloads: &[&[u8]], timeout: Duration, info: &ThreadInfo) -> Vec<TaskResult> {
     let mut results: Vec<Option<TaskResult>> = payloads.iter().map(|_| None).collect();
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut queued = Vec::with_capacity(payloads.len());
     for (i, payload) in payloads.iter().enumerate() {
-        match router.submit_task(worker, sender, payload, TaskReply::new(i, tx.clone())) {
+        match router.submit_task(worker, chain, payload, TaskReply::new(i, tx.clone())) {
             Ok(state) => queued.push(Some(state)),
             Err(why) => {
                 results[i] = Some(Err(TaskError::Refused(why)));

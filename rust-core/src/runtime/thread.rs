@@ -16,7 +16,8 @@ use super::protocol::{Assignment, Command, Job, Leave, TaskRouter};
 use crate::host::{Host, Level};
 use crate::layout::Strings;
 
-use crate::request::task::TaskResult;
+use crate::config::WorkerKind;
+use crate::request::task::{TaskChain, TaskResult};
 use crate::request::{Request, RequestContext, Scratch};
 use crate::store::LocalStore;
 
@@ -101,6 +102,9 @@ pub struct WorkerRun {
     pub(super) growth: RouteGrowth,
     /// It began its generation's OPcache revalidation and has not ended it.
     pub(super) revalidating: bool,
+    /// The chain of the task in flight (src/request/task.rs); empty for a request, and
+    /// between tasks.
+    pub(super) task_chain: TaskChain,
 }
 
 /// Why a worker script is told to end (the first reason found wins).
@@ -196,6 +200,16 @@ impl PhpThread {
                 context_max_requests: 0,
             })
         });
+    }
+
+    /// The chain a task sent from this thread carries: the chain of the task it runs,
+    /// then its own task worker. Only task workers are in chains: no task waits for a
+    /// thread of any other kind.
+    pub fn task_chain(&self) -> TaskChain {
+        match &self.run {
+            Some(run) if run.generation.spec.kind == WorkerKind::Task => run.task_chain.then(self.assignment.pool, &run.generation.name),
+            _ => TaskChain::default(),
+        }
     }
 
     /// Whether the thread's PHP context served its engine's max_requests: the thread

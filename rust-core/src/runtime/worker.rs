@@ -29,6 +29,7 @@ use crate::config::WorkerKind;
 use crate::host::{Host, Level, LogField, log_unattached};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunMode, RunOutcome, RunResult, ShimRequest};
+use crate::request::task::TaskChain;
 use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
 
 /// How one run of the script ended.
@@ -213,6 +214,7 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
             began_memory: 0,
             growth: RouteGrowth::default(),
             revalidating: false,
+            task_chain: TaskChain::default(),
         })
     });
     let mut outcome = RunOutcome::default();
@@ -404,6 +406,7 @@ fn wait_for_request(req: *mut ShimRequest, memory: usize, real_memory: usize) ->
             let run = t.run.as_mut().expect("checked by with_run");
             let ctx = match job {
                 Some(Job::Request(request)) => {
+                    run.task_chain = request.task_chain().clone();
                     let ctx = if request.is_task() {
                         RequestContext::new(request, scratch, Sink::Task).logging_as(run.generation.name.clone())
                     } else {
@@ -509,6 +512,7 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
             }
             // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait; PHP is done with it.
             let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
+            run.task_chain = TaskChain::default();
             run.handled += 1;
             run.request_failed |= failed;
             if memory > run.began_memory {

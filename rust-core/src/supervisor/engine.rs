@@ -12,7 +12,7 @@ use crate::config::{EngineConfig, WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{self, Host, Level};
 use crate::supervisor::pool::Pool;
-use crate::request::task::TaskReply;
+use crate::request::task::{TaskChain, TaskReply};
 use crate::request::{Refusal, Request, RunState};
 use crate::runtime::opcache;
 use crate::runtime::registry::{Registry, release_free_memory};
@@ -328,7 +328,7 @@ impl PoolEvents for NoPool {
 struct TaskRoutes(Weak<RwLock<Vec<Arc<Pool>>>>);
 
 impl TaskRouter for TaskRoutes {
-    fn submit_task(&self, worker: &str, sender: PoolId, payload: &[u8], reply: TaskReply) -> std::result::Result<Arc<RunState>, String> {
+    fn submit_task(&self, worker: &str, chain: &TaskChain, payload: &[u8], reply: TaskReply) -> std::result::Result<Arc<RunState>, String> {
         let pools = self.0.upgrade().ok_or("PHP is stopping")?;
         let pool = {
             let pools = pools.read().unwrap_or_else(|e| e.into_inner());
@@ -339,12 +339,19 @@ impl TaskRouter for TaskRoutes {
         let Some(pool) = pool else {
             return Err(format!("no task worker is named {worker:?}"));
         };
-        if pool.id == sender {
-            return Err(format!(
-                "a thread of task worker {worker} cannot wait for a task of its own worker (its threads could all wait for each other)"
-            ));
+        if let Some(why) = chain.refusal(pool.id, worker) {
+            return Err(why);
         }
-        pool.submit_task(payload, reply)
+        // Built outside the table's lock: a large payload takes a while to copy.
+        let request = pool.task_request(payload, reply, chain.clone())?;
+        // Queued under it, as Engine::submit queues a request: a task queued here is in
+        // the queue when the pool drains, and no task reaches a pool that drains.
+        let pools = pools.read().unwrap_or_else(|e| e.into_inner());
+        if !pools.iter().any(|p| Arc::ptr_eq(p, &pool)) {
+            request.disown();
+            return Err(format!("task worker {worker} is stopping"));
+        }
+        pool.submit_task(request)
     }
 }
 

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::config::{WorkerKind, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::host::{Host, Level};
-use crate::request::task::TaskReply;
+use crate::request::task::{TaskChain, TaskReply};
 use crate::request::{Refusal, Request, RunState};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
@@ -216,20 +216,22 @@ impl Pool {
         })
     }
 
-    /// Queues a task (src/request/task.rs) for the current generation's script. Returns
-    /// its run state, to withdraw it; on error it was not queued: why, in words.
-    pub fn submit_task(&self, payload: &[u8], reply: TaskReply) -> std::result::Result<Arc<RunState>, String> {
-        let generation = {
-            let state = lock(&self.state);
-            if state.draining {
-                return Err(format!("task worker {} is stopping", self.name));
-            }
-            match state.workers.as_ref() {
-                Some(w) if self.kind == WorkerKind::Task => w.current.clone(),
-                _ => return Err(format!("{} is not a task worker", self.name)),
-            }
+    /// A task (src/request/task.rs) for the current generation's script, sent through
+    /// the task workers of `chain`, to queue with [`Pool::submit_task`]; on error, why it
+    /// cannot be one, in words.
+    pub fn task_request(&self, payload: &[u8], reply: TaskReply, chain: TaskChain) -> std::result::Result<Box<Request>, String> {
+        let generation = match lock(&self.state).workers.as_ref() {
+            Some(w) if self.kind == WorkerKind::Task => w.current.clone(),
+            _ => return Err(format!("{} is not a task worker", self.name)),
         };
-        let request = generation.task_request(&self.host, payload, reply);
+        Ok(generation.task_request(&self.host, payload, reply, chain))
+    }
+
+    /// Queues a task. The caller holds the engine's pool table, as [`Pool::submit`]'s
+    /// does, with the pool in it: a pool leaves the table before it drains, so the task
+    /// is in the queue its draining threads serve, or that is handed back when they end.
+    /// Returns its run state, to withdraw it; on error it was not queued: why, in words.
+    pub fn submit_task(&self, request: Box<Request>) -> std::result::Result<Arc<RunState>, String> {
         let state = request.run_state_ref();
         self.submit(request).map_err(|e| match e {
             Error::QueueFull => format!("task worker {}: every thread is busy and its queue is full", self.name),

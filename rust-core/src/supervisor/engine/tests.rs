@@ -576,3 +576,47 @@ fn autoscaling_adds_no_thread_to_a_worker_that_cannot_boot() {
         assert_eq!(peak, 1, "threads that would fail to boot too are not added");
     });
 }
+
+/// Sends tasks to the task worker "w" one after another through the engine's router,
+/// each waited for, until one is refused: how many were served, and the refusal.
+/// Panics on a task left unanswered.
+fn send_tasks_until_refused(engine: &Engine, payload: &[u8]) -> (usize, String) {
+    let router = TaskRoutes(Arc::downgrade(&engine.pools));
+    let mut answered = 0;
+    loop {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        if let Err(why) = router.submit_task("w", &TaskChain::default(), payload, TaskReply::new(0, tx)) {
+            return (answered, why);
+        }
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok((_, Ok(_))) => answered += 1,
+            Ok((_, Err(e))) => return (answered, e.message().to_string()),
+            Err(_) => panic!("task {answered} was never answered"),
+        }
+    }
+}
+
+#[test]
+fn a_task_sent_as_its_worker_drains_is_served_or_refused_never_left_queued() {
+    let w = script("length-tasks.php", "<?php while (php_worker_handle_task(fn (string $p) => (string) strlen($p))) {}");
+    // Large: copying it into its task takes long enough for the drain to come meanwhile.
+    let payload = vec![b'x'; 64 << 20];
+    with_engine("{}", 1, |engine| {
+        for round in 0..8u64 {
+            engine.create_worker_pool(5, spec(&w, 2, r#","kind":"task""#)).unwrap();
+            eventually("the task worker booted", || engine.pool(5).unwrap().stats().ready == 2);
+            // Held, as Engine::shutdown holds the pools it drains: a task queued after
+            // the drain would stay where no thread takes it.
+            let held = engine.pool(5).unwrap();
+            let (served, refusal) = std::thread::scope(|s| {
+                let sender = s.spawn(|| send_tasks_until_refused(engine, &payload));
+                std::thread::sleep(Duration::from_millis(300 + 40 * round));
+                engine.delete_pool(5).unwrap();
+                sender.join().unwrap()
+            });
+            assert!(!refusal.contains("dropped"), "round {round}, after {served} tasks: refused in words, not lost: {refusal}");
+            drop(held);
+            eventually("the task worker's threads ended", || engine.threads().len() == 1);
+        }
+    });
+}
