@@ -221,7 +221,8 @@ def test_autoscaling_grows_for_sleeping_requests_and_returns_to_num_threads(star
     assert added and added[0]["worker"] == "" and added[0]["max_threads"] == 40 and added[0]["added"] >= 1
 
     # A worker grows too, within its own max_threads.
-    peak, statuses = peak_threads_during(srv, lambda: get_all(srv, ["/sleepy?ms=300"] * 12), pool="sleepy")
+    # Long enough requests that a busy machine's scaler still sees them wait.
+    peak, statuses = peak_threads_during(srv, lambda: get_all(srv, ["/sleepy?ms=800"] * 12), pool="sleepy")
     assert statuses == [200] * 12
     assert peak == 4, "the worker's max_threads bounds it"
 
