@@ -143,12 +143,25 @@ static void pw_release_temporary_streams(void)
 /* Gives the next request fresh superglobals; $_ENV keeps what the worker booted with. */
 static void pw_reset_superglobals(void)
 {
+	/* $_ENV's slot is kept: php_hash_environment() empties every slot and fills only
+	 * those it builds, and $_ENV, built just in time, would stay undefined. Extensions
+	 * read the slots as arrays (Xdebug looks for its triggers there when the stack is
+	 * empty again, in the shutdown functions after the worker's loop, and crashed). */
+	zval env;
+	ZVAL_COPY_VALUE(&env, &PG(http_globals)[TRACK_VARS_ENV]);
+	ZVAL_UNDEF(&PG(http_globals)[TRACK_VARS_ENV]);
 	for (int i = 0; i < NUM_TRACK_VARS; i++) {
 		zval_ptr_dtor_nogc(&PG(http_globals)[i]);
 	}
 	/* $_SESSION belongs to the previous request's session. */
 	zend_hash_str_del(&EG(symbol_table), ZEND_STRL("_SESSION"));
 	php_hash_environment();
+	if (Z_TYPE(env) == IS_ARRAY) {
+		ZVAL_COPY_VALUE(&PG(http_globals)[TRACK_VARS_ENV], &env);
+	} else {
+		zval_ptr_dtor_nogc(&env);
+		array_init(&PG(http_globals)[TRACK_VARS_ENV]);
+	}
 	/* The worker's code was compiled once, so just-in-time globals it uses are not
 	 * re-created on their own: create them now. */
 	zend_is_auto_global_str(ZEND_STRL("_SERVER"));
