@@ -165,11 +165,14 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, p
 				zend_string_release(name);
 				CG(skip_shebang) = 1;
 			}
-			if (mode != PW_RUN_MODE_REQUEST && pw_rs_worker_revalidates_opcache()) {
+			if ((mode == PW_RUN_MODE_WORKER || mode == PW_RUN_MODE_BACKGROUND) && pw_rs_worker_revalidates_opcache()) {
 				pw_opcache_revalidate();
 				pw_rs_worker_opcache_revalidated();
 			}
 			EG(exit_status) = 0;
+			if (mode == PW_RUN_MODE_ONE_SHOT_WORKER) {
+				pw_one_shot_begins();
+			}
 			php_execute_script(&file);
 			zend_destroy_file_handle(&file);
 			outcome->fatal = pw_fatal_error_happened();
@@ -192,6 +195,7 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, p
 	if (worker) {
 		pw_worker_script_ended();
 	}
+	pw_one_shot_ends();
 	PG(register_argc_argv) = argc_argv;
 	pw_clear_request_info();
 	/* Freed by the request's shutdown, or gone with a bailout that escaped it. */

@@ -110,6 +110,10 @@ typedef enum {
   // A background worker's or a scheduled job's script: it runs with no time limit,
   // and its output goes to the log.
   PW_RUN_MODE_BACKGROUND,
+  // An HTTP worker's script run as one request, with a full request startup and
+  // shutdown (which debuggers and profilers hook): its frankenphp_handle_request()
+  // serves that request once, then returns false.
+  PW_RUN_MODE_ONE_SHOT_WORKER,
 } pw_run_mode;
 
 // A command line for pw_shim_cli_run; every pointer is valid for the call.

@@ -82,6 +82,10 @@ void pw_task_startup(void);
 /* worker.c: a worker script starts (its boot pseudo-request is active) or ended. */
 void pw_worker_script_begins(void);
 void pw_worker_script_ended(void);
+/* worker.c: a worker script starts as one request of its own (PW_RUN_MODE_ONE_SHOT_WORKER),
+ * or any script ended. */
+void pw_one_shot_begins(void);
+void pw_one_shot_ends(void);
 /* worker.c: closes a session a failed save handler left open, with its lock. */
 void pw_session_release_leaked(void);
 

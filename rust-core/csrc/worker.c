@@ -40,6 +40,51 @@ void pw_worker_script_ended(void)
 	pw_in_boot_request = false;
 }
 
+/* A worker script run as one request of its own (a debugger's or profiler's request):
+ * its frankenphp_handle_request() runs the handler once, on the request already started
+ * with the script, then returns false so the script ends and the request shuts down as
+ * a classic one does. */
+static __thread enum { PW_ONE_SHOT_NONE, PW_ONE_SHOT_PENDING, PW_ONE_SHOT_SERVED } pw_one_shot;
+
+void pw_one_shot_begins(void)
+{
+	pw_one_shot = PW_ONE_SHOT_PENDING;
+}
+
+void pw_one_shot_ends(void)
+{
+	pw_one_shot = PW_ONE_SHOT_NONE;
+}
+
+/* frankenphp_handle_request() in a one-shot run: the handler on the script's own request
+ * the first time, false after. Its exceptions are the request's, as in a classic
+ * script: an uncaught one is a fatal error, exit() ends the script. */
+static void pw_one_shot_handle(zend_fcall_info *fci, zend_fcall_info_cache *fcc, zval *return_value)
+{
+	if (pw_one_shot != PW_ONE_SHOT_PENDING) {
+		RETURN_FALSE;
+	}
+	pw_one_shot = PW_ONE_SHOT_SERVED;
+	zval retval;
+	ZVAL_UNDEF(&retval);
+	fci->retval = &retval;
+	if (zend_call_function(fci, fcc) == SUCCESS) {
+		zval_ptr_dtor(&retval);
+	}
+	if (EG(exception)) {
+		if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
+			zend_exception_error(EG(exception), E_ERROR);
+			zend_bailout();
+		}
+		/* exit(): the script ends, as a worker's would, failing the request unless the
+		 * script chose a status or its response left. */
+		if (!SG(headers_sent) && SG(sapi_headers).http_response_code == 200) {
+			SG(sapi_headers).http_response_code = 500;
+		}
+	}
+	RETURN_TRUE;
+}
+
 /* Modules whose per-request state lives past a worker request unless they run their
  * request shutdown and startup hooks around it. */
 static const char *const pw_request_modules[] = {"filter", "session", NULL};
@@ -402,6 +447,10 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		Z_PARAM_FUNC(fci, fcc)
 	ZEND_PARSE_PARAMETERS_END();
 
+	if (pw_one_shot != PW_ONE_SHOT_NONE) {
+		pw_one_shot_handle(&fci, &fcc, return_value);
+		return;
+	}
 	if (!pw_worker_begin(PW_WORKER_HTTP, "frankenphp_handle_request", return_value)) {
 		return;
 	}

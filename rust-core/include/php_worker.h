@@ -66,6 +66,12 @@
 // `read_body`.
 #define PHP_WORKER_REQUEST_BODY_COMPLETE 1
 
+// Request flag: the script is a worker script, run for this one request in a request
+// of its own (a classic thread's full request startup and shutdown, which debuggers
+// and profilers hook): its frankenphp_handle_request() serves this request once, then
+// returns false. Submitted to the classic pool.
+#define PHP_WORKER_REQUEST_ONE_SHOT_WORKER 2
+
 // Response flag: send what was written so far to the client now (PHP's flush()).
 #define PHP_WORKER_RESPONSE_FLUSH 1
 

@@ -22,6 +22,12 @@ pub const PHP_WORKER_CLASSIC_POOL: u32 = 0;
 /// `read_body`.
 pub const PHP_WORKER_REQUEST_BODY_COMPLETE: u32 = 1;
 
+/// Request flag: the script is a worker script, run for this one request in a request
+/// of its own (a classic thread's full request startup and shutdown, which debuggers
+/// and profilers hook): its frankenphp_handle_request() serves this request once, then
+/// returns false. Submitted to the classic pool.
+pub const PHP_WORKER_REQUEST_ONE_SHOT_WORKER: u32 = 2;
+
 /// Response flag: send what was written so far to the client now (PHP's flush()).
 pub const PHP_WORKER_RESPONSE_FLUSH: u32 = 1;
 /// Response flag: the response is complete; this is the last call for the request.

@@ -45,6 +45,10 @@ pub enum RunMode {
     /// A background worker's or a scheduled job's script: it runs with no time limit,
     /// and its output goes to the log.
     Background,
+    /// An HTTP worker's script run as one request, with a full request startup and
+    /// shutdown (which debuggers and profilers hook): its frankenphp_handle_request()
+    /// serves that request once, then returns false.
+    OneShotWorker,
 }
 
 /// Variables for `$_SERVER` or the environment, in the layout of src/layout.rs: `pairs`

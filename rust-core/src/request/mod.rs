@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::abi::types::{
     Field, PHP_WORKER_REFUSED_BODY, PHP_WORKER_REFUSED_BOOT_FAILING, PHP_WORKER_REFUSED_LOST, PHP_WORKER_REFUSED_STOPPED,
-    PHP_WORKER_REFUSED_WITHDRAWN, PHP_WORKER_REQUEST_BODY_COMPLETE,
+    PHP_WORKER_REFUSED_WITHDRAWN, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_REQUEST_ONE_SHOT_WORKER,
 };
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -37,6 +37,8 @@ pub struct Request {
     env_pairs: usize,
     body_start: usize,
     body_complete: bool,
+    /// The script is a worker script serving only this request (PHP_WORKER_REQUEST_ONE_SHOT_WORKER).
+    one_shot_worker: bool,
     content_length: i64,
     handle: usize,
     /// Shared with the host's cancel handle, which must stay valid until the request's
@@ -83,6 +85,7 @@ impl Request {
             env_pairs,
             body_start,
             body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
+            one_shot_worker: flags & PHP_WORKER_REQUEST_ONE_SHOT_WORKER != 0,
             content_length,
             handle,
             state: Arc::new(RunState(AtomicU8::new(RunState::QUEUED))),
@@ -92,6 +95,12 @@ impl Request {
             reply: None,
             chain: TaskChain::default(),
         }))
+    }
+
+    /// Whether the script is a worker script serving only this request, in a request of
+    /// its own (PHP_WORKER_REQUEST_ONE_SHOT_WORKER).
+    pub fn one_shot_worker(&self) -> bool {
+        self.one_shot_worker
     }
 
     /// A request no host waits for: what a worker script sees while it boots. `fields`

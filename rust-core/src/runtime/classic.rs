@@ -31,6 +31,7 @@ pub fn serve() -> Next {
 
 /// Runs one request; false when the thread's PHP state may be damaged.
 fn run(request: Box<Request>) -> bool {
+    let mode = if request.one_shot_worker() { sys::RunMode::OneShotWorker } else { sys::RunMode::Request };
     let (info, scratch) = with_thread(|t| {
         t.info.clear_stop(); // php_worker_stopping() answers for this request's run
         t.begin_request(&request);
@@ -43,7 +44,7 @@ fn run(request: Box<Request>) -> bool {
     let inside = opcache::gate().enter();
     // SAFETY: `req` points into `ctx`, which outlives the call; PHP reaches `ctx` only
     // through the pointer in `req`.
-    let result = unsafe { sys::pw_shim_run_script(&req, sys::RunMode::Request, &mut outcome) };
+    let result = unsafe { sys::pw_shim_run_script(&req, mode, &mut outcome) };
     drop(inside);
     if result != RunResult::Ok {
         ctx.event(Level::Error, "PHP request failed outside the script; the thread gets a fresh PHP context", &[
