@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,16 @@ type App struct {
 	// such line; any other setting keeps its last value). Changing them on a reload
 	// restarts PHP (requests wait meanwhile).
 	PHPIni PHPIni `json:"php_ini,omitempty"`
+
+	// Names of the triggers that make a request to an HTTP worker run in a request of
+	// its own, for a debugger or profiler to act on it: a cookie, query parameter,
+	// header or form field of one of these names. Such a request runs the worker script
+	// on a classic thread, booting the app for it; requests without a trigger go to the
+	// booted workers. Default: the triggers of the debuggers and profilers php_ini loads
+	// (Xdebug: XDEBUG_SESSION, XDEBUG_SESSION_START, XDEBUG_TRIGGER, XDEBUG_PROFILE,
+	// XDEBUG_TRACE; SPX: SPX_ENABLED, SPX_KEY; Blackfire: X-Blackfire-Query; Tideways:
+	// X-Tideways-Profiler, _tideways), none when it loads none. ["off"] turns it off.
+	DebugTriggers []string `json:"debug_triggers,omitempty"`
 
 	// Workers serving any site whose resolved script is their file. Relative files are
 	// relative to Caddy's working directory; match is not allowed here.
@@ -358,6 +369,11 @@ func (a *App) Validate() error {
 	}
 	if a.RequestBuffer > a.RequestBufferTotal {
 		return fmt.Errorf("request_buffer (%d bytes) must not exceed request_buffer_total (%d bytes)", a.RequestBuffer, a.RequestBufferTotal)
+	}
+	for _, t := range a.DebugTriggers {
+		if t == "" || (t == "off" && len(a.DebugTriggers) > 1) || strings.ContainsAny(t, " \t;=,") {
+			return fmt.Errorf("debug_triggers: %q is not a trigger name (or give off alone)", t)
+		}
 	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)

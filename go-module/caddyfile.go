@@ -88,6 +88,9 @@ import (
 // and request_buffer_total (default 64MiB) bound the memory request bodies are read
 // into before PHP runs, before they go to temporary files, and request_buffer off lets
 // PHP read large bodies from the client itself (see App.UnbufferedRequests); php_ini overrides php.ini settings and may repeat;
+// debug_triggers names the cookies, query parameters, headers or form fields that make
+// a worker request run in a request of its own for a debugger or profiler (default:
+// those of the debuggers php_ini loads; off: none; see App.DebugTriggers);
 // worker starts a worker script for every site (see WorkerConfig); background runs a
 // script with a loop of its own (see App.Background), task_worker a script that runs
 // tasks for other PHP threads (see App.TaskWorkers), schedule a script at the times of
@@ -225,6 +228,11 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return err
 				}
 				a.Schedules = append(a.Schedules, sc)
+			case "debug_triggers":
+				a.DebugTriggers = d.RemainingArgs()
+				if len(a.DebugTriggers) == 0 {
+					return d.ArgErr()
+				}
 			case "php_ini":
 				if a.PHPIni == nil {
 					a.PHPIni = PHPIni{}
@@ -236,7 +244,7 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
 					return err
 				}
-				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, worker, background, task_worker, schedule)", dl, name)
+				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, debug_triggers, worker, background, task_worker, schedule)", dl, name)
 			}
 		}
 	}

@@ -71,6 +71,7 @@ type Handler struct {
 	logger     *zap.Logger
 	site       *request.Site
 	resolver   request.Resolver
+	triggers   []string // debug triggers (App.DebugTriggers)
 	fileServer *fileserver.FileServer
 	env        [][2]string
 	root       string    // resolved root when Root has no placeholders
@@ -173,6 +174,7 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 	if _, err := h.app.makePlan(); err != nil {
 		return err
 	}
+	h.triggers = app.debugTriggers()
 	h.site = &request.Site{
 		Runtime:         app.rt,
 		Logger:          h.logger,
@@ -249,7 +251,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	if worker := h.matchWorker(r); worker != nil {
-		return h.site.Serve(w, r, h.workerScript(root, worker), repl, h.route(worker))
+		return h.site.Serve(w, r, h.workerScript(root, worker), repl, h.route(r, worker))
 	}
 	kind, s := h.resolver.Resolve(root, r.URL.Path)
 	if kind == request.TargetPHP && r.URL.RawPath != "" {
@@ -278,15 +280,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return caddyhttp.Error(http.StatusNotFound, nil)
 	}
-	return h.site.Serve(w, r, s, repl, h.route(h.workerFor(s.Filename)))
+	return h.site.Serve(w, r, s, repl, h.route(r, h.workerFor(s.Filename)))
 }
 
 // route is where a request for worker (nil: a classic script) goes, with the env lists
 // its variables end with.
-func (h *Handler) route(worker *WorkerConfig) request.Route {
+func (h *Handler) route(r *http.Request, worker *WorkerConfig) request.Route {
 	switch {
 	case worker == nil:
 		return request.Route{SiteEnv: h.env}
+	case h.triggers != nil && worker.kind == kindHTTP && carriesTrigger(r, h.triggers):
+		// For a debugger or profiler (debug.go): the worker script on a classic thread,
+		// for this request alone, with the env its worker gives every request.
+		route := request.Route{OneShot: true, Name: worker.Name, WorkerEnv: worker.oneShotEnv}
+		if !h.owns(worker) {
+			route.SiteEnv = h.env
+		}
+		return route
 	case h.owns(worker):
 		// The worker's env includes the site's; the core has its pool's part.
 		return request.Route{Pool: worker.pool, Name: worker.Name, WorkerEnv: worker.requestEnv}

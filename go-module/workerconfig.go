@@ -89,6 +89,7 @@ type WorkerConfig struct {
 	// with each request. Their names are disjoint.
 	poolEnv    [][2]string
 	requestEnv [][2]string
+	oneShotEnv [][2]string // both, in the order a worker's request sees them (debug.go)
 	matcher    caddyhttp.MatchPath
 }
 
@@ -180,6 +181,7 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 			w.poolEnv = append(w.poolEnv, kv)
 		}
 	}
+	w.oneShotEnv = append(append([][2]string(nil), w.poolEnv...), w.requestEnv...)
 	if len(w.MatchPath) > 0 {
 		w.matcher = caddyhttp.MatchPath(w.MatchPath)
 		if err := w.matcher.Provision(ctx); err != nil {

@@ -26,6 +26,10 @@ const ClassicPool uint32 = C.PHP_WORKER_CLASSIC_POOL
 // its buffer.
 const RequestBodyComplete uint32 = C.PHP_WORKER_REQUEST_BODY_COMPLETE
 
+// RequestOneShotWorker is the submission flag of a worker script run for one request,
+// in a request of its own, on the classic pool.
+const RequestOneShotWorker uint32 = C.PHP_WORKER_REQUEST_ONE_SHOT_WORKER
+
 // The flags of a response call (Response.Flags).
 const (
 	ResponseFlush         uint32 = C.PHP_WORKER_RESPONSE_FLUSH

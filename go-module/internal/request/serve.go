@@ -48,6 +48,9 @@ type Site struct {
 type Route struct {
 	Pool *phpruntime.Pool
 	Name string // the worker's name, for answers
+	// The script is the worker Name's, run for this request alone in a request of its
+	// own on the classic pool (for a debugger or profiler; see the root's debug.go).
+	OneShot bool
 	// The env lists after the request's own variables, later ones winning: a worker's
 	// env, then the site's (nil for either when absent).
 	WorkerEnv, SiteEnv [][2]string
@@ -83,6 +86,9 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	}
 	BuildRequest(b, r, s, repl, route.WorkerEnv, route.SiteEnv)
 	flags := uint32(0)
+	if route.OneShot {
+		flags |= core.RequestOneShotWorker
+	}
 	if body != nil && body.complete() && body.size <= readAheadBody {
 		// A chunked body that turned out small travels with the request, as one with a
 		// small Content-Length does.

@@ -201,3 +201,6 @@ Route::get('/redis/queue/work', function (Request $r) use ($answer) {
         static fn ($id) => str_starts_with((string) $id, $run));
     return $answer(['ran' => $ran, 'done' => count($done)]);
 });
+
+// A controller action, for the debugging test's breakpoint.
+Route::get('/greet', [App\Http\Controllers\GreetingController::class, 'show']);
