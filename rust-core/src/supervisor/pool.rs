@@ -583,11 +583,16 @@ impl Pool {
     /// Moves up to `n` threads of this pool to `to` (a classic thread becomes a worker
     /// thread of `to`'s current generation, or the reverse): each finishes its request
     /// and script first. Returns how many were sent.
+    ///
+    /// A staged generation's threads stay: activating it without them would retire the
+    /// old threads for nothing. During a takeover an old thread goes only after the new
+    /// ones still booting, so none leaves while it stands in for one (see rebalance).
     pub fn hand_over(&self, n: usize, to: &Arc<Pool>) -> usize {
         let moving: Vec<ThreadHandle> = {
             let mut state = lock(&self.state);
-            let mut candidates: Vec<usize> = (0..state.members.len()).filter(|&i| !state.members[i].leaving).collect();
-            candidates.sort_by_key(|&i| state.members[i].retire_rank());
+            let current = state.workers.as_ref().map_or(0, |w| w.current.id);
+            let mut candidates: Vec<usize> = (0..state.members.len()).filter(|&i| state.members[i].pulls()).collect();
+            candidates.sort_by_key(|&i| (state.members[i].retire_rank(), state.members[i].generation_id() != current));
             candidates
                 .into_iter()
                 .take(n)

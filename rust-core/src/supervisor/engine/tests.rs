@@ -461,6 +461,24 @@ fn threads_move_between_pools_and_keep_their_php_context() {
 }
 
 #[test]
+fn a_staged_generation_keeps_its_threads_when_threads_move_away() {
+    let w = versioned_worker("staged-mover.php", "v1");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        let (pool, classic) = (engine.pool(1).unwrap(), engine.pool(CLASSIC).unwrap());
+        write_version(&w, "v2");
+        let staged = pool.restart(None, false).unwrap();
+        eventually("the staged thread booted", || engine.threads().iter().any(|t| t.state() == ThreadState::Standby));
+        // A staged thread is no thread to spare: activating a generation without its
+        // threads would retire the old ones for nothing.
+        assert_eq!(pool.hand_over(1, &classic), 1);
+        pool.activate(staged).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v2");
+    });
+}
+
+#[test]
 fn stats_list_threads_and_pools() {
     let w = script("stats-worker.php", "<?php while (frankenphp_handle_request(function () { echo 'x'; })) {}");
     with_engine("{}", 2, |engine| {
