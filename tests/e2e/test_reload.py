@@ -294,6 +294,32 @@ def test_a_new_worker_that_cannot_boot_leaves_the_old_one_serving(start_server, 
     assert srv.stop() == 0
 
 
+def test_a_restart_that_cannot_boot_keeps_idle_old_threads_serving(start_server, tmp_path):
+    """With autoscaling on, idle threads past max_idle_time end; the old worker threads of
+    a restart whose new scripts fail to boot are not extras: they are all that serves."""
+    worker = tmp_path / "scaled-deploy.php"
+    versioned(worker, "v1")
+    srv = start_server("restart-broken-scaled", lambda port, admin: make_caddyfile(
+        port, admin, threads=2, global_extra="\t\tmax_threads 8\n\t\tmax_idle_time 200ms",
+        site_extra=f"""\t\tworker {{
+			file {worker}
+			num 1
+			name counter
+			match /counter
+		}}"""))
+    assert srv.get("/counter").text == "v1"
+    worker.write_text("<?php throw new RuntimeException('broken scaled deploy');\n")
+    status, body = srv.admin("POST", "/php_worker/workers/restart")
+    assert (status, "the running ones keep serving" in body) == (500, True), body
+    time.sleep(1)  # the old thread idles past max_idle_time
+    for _ in range(5):
+        r = srv.get("/counter")
+        assert (r.status, r.text) == (200, "v1"), "the old thread keeps serving"
+    versioned(worker, "v2")
+    assert eventually(lambda: srv.get("/counter").text == "v2", timeout=15), "the new worker takes over once it boots"
+    assert srv.stop() == 0
+
+
 def test_admin_restart_and_thread_list(start_server):
     srv = start_server("admin", lambda port, admin: reload_caddyfile(port, admin, num=2, threads=5,
                                                                       memory_limit="128M"))

@@ -488,26 +488,59 @@ impl Pool {
 
     /// Stops threads above the base size that have waited for a request longer than
     /// `max_idle`. Returns how many were told to stop.
+    ///
+    /// Only threads that serve count: one that is booting, or failing to, may never
+    /// serve. So while a new generation takes over, the old one's threads (the only ones
+    /// serving if the new one cannot boot) go down to the base size and no further. Old
+    /// idle threads go first, as the pool moves to the new generation; each takes with it
+    /// one of the new threads still booting that it stood in for (see rebalance), failing
+    /// ones first, so the takeover stays one for one.
     pub fn shrink_idle(&self, max_idle: std::time::Duration) -> usize {
         let mut state = lock(&self.state);
         let base = Pool::base(&state);
-        let pulling = state.members.iter().filter(|m| m.pulls()).count();
-        if pulling <= base || state.draining {
+        let serves = |m: &Member| m.pulls() && (m.booted || m.generation.is_none());
+        let mut serving = state.members.iter().filter(|m| serves(m)).count();
+        if serving <= base || state.draining {
             return 0;
         }
+        let current = state.workers.as_ref().map(|w| w.current.id);
+        let old = |m: &Member| m.pulls() && current.is_some_and(|id| m.generation_id() != id);
+        let mut olds = state.members.iter().filter(|m| old(m)).count();
+        let mut booting: Vec<usize> = (0..state.members.len())
+            .filter(|&i| {
+                let m = &state.members[i];
+                m.pulls() && !m.booted && m.generation.is_some() && !old(m)
+            })
+            .collect();
+        // Failing ones last, to be popped first.
+        booting.sort_by_key(|&i| state.members[i].failing);
         let now = since_epoch();
         let mut idle: Vec<usize> = (0..state.members.len())
             .filter(|&i| {
                 let m = &state.members[i];
-                m.pulls() && m.thread.info.state() == ThreadState::Ready && m.thread.info.idle_for(now) > max_idle
+                serves(m) && m.thread.info.state() == ThreadState::Ready && m.thread.info.idle_for(now) > max_idle
             })
             .collect();
-        idle.truncate(pulling - base);
-        for &i in &idle {
+        idle.sort_by_key(|&i| !old(&state.members[i]));
+        let mut stopped = Vec::new();
+        for i in idle {
+            if serving <= base {
+                break;
+            }
+            serving -= 1;
+            stopped.push(i);
+            if old(&state.members[i]) {
+                if olds <= booting.len() {
+                    stopped.extend(booting.pop());
+                }
+                olds -= 1;
+            }
+        }
+        for &i in &stopped {
             state.members[i].leaving = true;
             state.members[i].thread.send(Command::Stop);
         }
-        idle.len()
+        stopped.len()
     }
 
     /// A thread of the pool is stuck past its request's deadline: it leaves the pool when
@@ -550,11 +583,16 @@ impl Pool {
     /// Moves up to `n` threads of this pool to `to` (a classic thread becomes a worker
     /// thread of `to`'s current generation, or the reverse): each finishes its request
     /// and script first. Returns how many were sent.
+    ///
+    /// A staged generation's threads stay: activating it without them would retire the
+    /// old threads for nothing. During a takeover an old thread goes only after the new
+    /// ones still booting, so none leaves while it stands in for one (see rebalance).
     pub fn hand_over(&self, n: usize, to: &Arc<Pool>) -> usize {
         let moving: Vec<ThreadHandle> = {
             let mut state = lock(&self.state);
-            let mut candidates: Vec<usize> = (0..state.members.len()).filter(|&i| !state.members[i].leaving).collect();
-            candidates.sort_by_key(|&i| state.members[i].retire_rank());
+            let current = state.workers.as_ref().map_or(0, |w| w.current.id);
+            let mut candidates: Vec<usize> = (0..state.members.len()).filter(|&i| state.members[i].pulls()).collect();
+            candidates.sort_by_key(|&i| (state.members[i].retire_rank(), state.members[i].generation_id() != current));
             candidates
                 .into_iter()
                 .take(n)

@@ -393,6 +393,10 @@ fn a_new_generation_that_cannot_boot_leaves_the_old_one_serving() {
         std::fs::write(&w, "<?php throw new RuntimeException('broken deploy');").unwrap();
         engine.pool(1).unwrap().restart(None, true).unwrap();
         assert!(wait_log("broken deploy", Duration::from_secs(10)));
+        // Idle past max_idle_time (autoscaling off, idle threads are still looked for):
+        // the old thread is the only one serving, not an extra.
+        engine.set_limits(Limits { max_threads: 0, max_idle: Duration::from_millis(100) });
+        std::thread::sleep(Duration::from_millis(600));
         for _ in 0..5 {
             let calls = get(engine, 1, &w, "");
             assert_eq!((calls[0].status, body(&calls).as_str()), (200, "v1"), "the old generation keeps serving, no 503");
@@ -453,6 +457,24 @@ fn threads_move_between_pools_and_keep_their_php_context() {
         eventually("both threads run the worker", || threads_of(engine, 1).len() == 2);
         assert_eq!(get_body(engine, 1, &w), "worker");
         assert_eq!(engine.threads().len(), 2);
+    });
+}
+
+#[test]
+fn a_staged_generation_keeps_its_threads_when_threads_move_away() {
+    let w = versioned_worker("staged-mover.php", "v1");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        let (pool, classic) = (engine.pool(1).unwrap(), engine.pool(CLASSIC).unwrap());
+        write_version(&w, "v2");
+        let staged = pool.restart(None, false).unwrap();
+        eventually("the staged thread booted", || engine.threads().iter().any(|t| t.state() == ThreadState::Standby));
+        // A staged thread is no thread to spare: activating a generation without its
+        // threads would retire the old ones for nothing.
+        assert_eq!(pool.hand_over(1, &classic), 1);
+        pool.activate(staged).unwrap();
+        assert_eq!(get_body(engine, 1, &w), "v2");
     });
 }
 
@@ -558,6 +580,43 @@ fn a_restart_keeps_the_capacity_autoscaling_gave_the_worker() {
             s.generation == 2 && s.ready == before && s.threads == before
         });
         assert!(engine.pool(1).unwrap().stats().restarts >= before as u64);
+    });
+}
+
+/// Threads of `pool` in generation `generation`, ended ones excluded.
+fn threads_of_generation(engine: &Engine, pool: PoolId, generation: u32) -> usize {
+    engine.threads().iter().filter(|t| t.pool() == pool && t.state() != ThreadState::Stopping && t.snapshot().generation == generation).count()
+}
+
+#[test]
+fn idle_old_threads_keep_serving_while_the_new_generation_cannot_boot() {
+    let w = versioned_worker("scaled-broken-deploy.php", "v1");
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        engine.set_limits(Limits { max_threads: 10, max_idle: Duration::from_secs(30) });
+        engine.create_worker_pool(1, spec(&w, 1, "")).unwrap();
+        let pool = engine.pool(1).unwrap();
+        // Two threads above num, as autoscaling adds them under load.
+        assert_eq!(pool.grow(2).unwrap(), 2);
+        eventually("3 threads booted", || pool.stats().ready == 3);
+        std::fs::write(&w, "<?php throw new RuntimeException('broken scaled deploy');").unwrap();
+        pool.restart(None, true).unwrap();
+        assert!(wait_log("broken scaled deploy", Duration::from_secs(10)));
+        // Now the old threads are idle extras several times over.
+        engine.set_limits(Limits { max_threads: 10, max_idle: Duration::from_millis(100) });
+        std::thread::sleep(Duration::from_millis(1000));
+        for _ in 0..5 {
+            let calls = get(engine, 1, &w, "");
+            assert_eq!((calls[0].status, calls[0].refusal, body(&calls).as_str()), (200, 0, "v1"), "the old generation keeps serving");
+        }
+        // Idle extras still end: the old generation down to num, each with one of the
+        // new threads it stood in for.
+        eventually("one old thread and one new one are left", || {
+            threads_of_generation(engine, 1, 1) == 1 && threads_of_generation(engine, 1, 2) == 1 && pool.stats().threads == 2
+        });
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        write_version(&w, "v3");
+        eventually("the fixed code is served", || get_body(engine, 1, &w) == "v3");
+        eventually("the old thread retired", || pool.stats().threads == 1 && threads_of_generation(engine, 1, 1) == 0);
     });
 }
 
