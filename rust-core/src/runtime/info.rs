@@ -109,6 +109,8 @@ struct StopSignal {
 struct CurrentRequest {
     method: String,
     uri: String,
+    /// When it began (since_epoch()).
+    started_ms: u64,
     /// The script it runs (for the watchdog's log line).
     script: String,
 }
@@ -125,6 +127,8 @@ pub struct ThreadSnapshot {
     pub real_memory: u64,
     pub method: String,
     pub uri: String,
+    /// How long the request shown has run (0 without one).
+    pub running: Duration,
     pub worker: Option<Arc<str>>,
     pub stuck: bool,
 }
@@ -191,6 +195,7 @@ impl ThreadInfo {
         current.uri.push_str(&String::from_utf8_lossy(&uri[..uri.len().min(MAX_SHOWN_URI)]));
         current.script.clear();
         current.script.push_str(&String::from_utf8_lossy(script));
+        current.started_ms = since_epoch();
     }
 
     /// A request ended; `memory` is what PHP used when it ended. The thread stays busy
@@ -232,6 +237,11 @@ impl ThreadInfo {
             requests: self.requests.load(Ordering::Relaxed),
             memory: self.memory.load(Ordering::Relaxed),
             real_memory: self.real_memory.load(Ordering::Relaxed),
+            running: if current.method.is_empty() {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(since_epoch().saturating_sub(current.started_ms))
+            },
             method: current.method,
             uri: current.uri,
             worker: lock(&self.worker).clone(),

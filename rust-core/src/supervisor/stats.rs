@@ -41,9 +41,10 @@ pub struct ThreadStats {
     pub worker: Option<String>,
     /// The worker generation the thread belongs to (0 for a classic thread).
     pub generation: u32,
-    /// The request it runs, if any.
+    /// The request it runs, if any, and for how long it has run, in milliseconds.
     pub method: String,
     pub uri: String,
+    pub running_ms: u64,
     /// Requests served since the thread started.
     pub requests: u64,
     /// PHP's memory usage at the end of its last request, in bytes.
@@ -76,6 +77,7 @@ pub fn collect(engine: &Engine) -> Stats {
                 pool: s.pool,
                 worker: s.worker.map(|w| w.to_string()),
                 generation: s.generation,
+                running_ms: s.running.as_millis() as u64,
                 method: s.method,
                 uri: s.uri,
                 requests: s.requests,
@@ -119,6 +121,7 @@ mod tests {
                 generation: 2,
                 method: "GET".into(),
                 uri: "/orders?page=2".into(),
+                running_ms: 1250,
                 requests: 41,
                 memory: 2_097_152,
                 real_memory: 4_194_304,
