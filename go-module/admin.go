@@ -4,6 +4,7 @@
 package phpworker
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -45,6 +46,7 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
+		{Pattern: "/php_worker/schedules", Handler: caddy.AdminHandlerFunc(a.schedules)},
 		{Pattern: "/frankenphp/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/frankenphp/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
 		{Pattern: "/php_worker/health", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -92,17 +94,21 @@ func (adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// schedules answers the running config's scheduled jobs (see scheduleStates).
+func (adminAPI) schedules(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(scheduleStates())
+}
+
 // threads answers the engine's snapshot of its threads and pools.
 func (adminAPI) threads(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
-	stats := []byte(`{"threads":[],"pools":[]}`)
-	if e := php.Engine(); e != nil {
-		if s, err := e.StatsJSON(); err == nil {
-			stats = s
-		}
-	}
+	stats := threadsJSON()
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(stats)
 	return err

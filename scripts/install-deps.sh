@@ -22,7 +22,7 @@ build_pkgs=(
 	libmagickwand-dev libmemcached-dev libssh2-1-dev libyaml-dev librabbitmq-dev libzstd-dev
 	shtool libtool python3 # phpize (the developer extensions); scripts/fetch-source.py
 )
-test_pkgs=(curl python3 php-laravel-framework redis-server memcached)
+test_pkgs=(curl python3 php-laravel-framework redis-server memcached chromium) # chromium: tests/e2e/test_status.py
 bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
 portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
