@@ -214,6 +214,12 @@ typedef struct {
   // With PHP_WORKER_REFUSED_BOOT_FAILING: how long until the worker tries to boot
   // again, in milliseconds (the host's `Retry-After`); else 0.
   uint32_t retry_after_ms;
+  // The index of the PHP thread running the request (its name is php-<index>), or -1
+  // when no thread took it (a refusal).
+  int32_t thread;
+  // How long the request waited for a thread, from its submission until a thread took
+  // it, in microseconds (0 when no thread took it): the rest of its time is its run.
+  uint64_t queued_us;
 } php_worker_response_t;
 
 // The host's callbacks, registered once with php_worker_engine_new(). Each is called

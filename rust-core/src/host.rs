@@ -57,6 +57,20 @@ pub fn fields_json(fields: &[LogField<'_>]) -> String {
     out
 }
 
+/// Which thread runs a request and how long it waited for it, as every response call
+/// tells the host (for its traces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The thread's index, or -1.
+    pub thread: i32,
+    pub queued_us: u64,
+}
+
+impl RunInfo {
+    /// A request no thread took.
+    pub const NONE: RunInfo = RunInfo { thread: -1, queued_us: 0 };
+}
+
 /// The embedding program: its callbacks, copied out of the C struct at engine creation,
 /// and its environment, the base of every `$_SERVER` and getenv().
 pub struct Host {
@@ -104,7 +118,7 @@ impl Host {
     }
 
     /// Hands response data to the host. Returns false when the client is gone.
-    pub fn respond(&self, handle: usize, status: i32, headers: &[Header], body: &[u8], flags: u32) -> bool {
+    pub fn respond(&self, handle: usize, status: i32, headers: &[Header], body: &[u8], flags: u32, run: RunInfo) -> bool {
         self.call_respond(handle, &Response {
             status,
             headers: headers.as_ptr(),
@@ -114,6 +128,8 @@ impl Host {
             flags,
             refusal: 0,
             retry_after_ms: 0,
+            thread: run.thread,
+            queued_us: run.queued_us,
         })
     }
 
@@ -129,6 +145,8 @@ impl Host {
             flags: PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_REFUSED,
             refusal,
             retry_after_ms,
+            thread: RunInfo::NONE.thread,
+            queued_us: RunInfo::NONE.queued_us,
         });
     }
 

@@ -18,6 +18,10 @@ pub struct Call {
     pub flags: u32,
     pub refusal: u32,
     pub retry_after_ms: u32,
+    /// The index of the PHP thread running the request (-1: none), and how long the
+    /// request waited for it.
+    pub thread_index: i32,
+    pub queued_us: u64,
     /// The name of the thread the callback ran on.
     pub thread: String,
 }
@@ -67,6 +71,8 @@ unsafe extern "C" fn respond(handle: usize, r: *const Response) -> i32 {
         flags: r.flags,
         refusal: r.refusal,
         retry_after_ms: r.retry_after_ms,
+        thread_index: r.thread,
+        queued_us: r.queued_us,
         thread: std::thread::current().name().unwrap_or("").to_owned(),
     });
     EXCHANGES.done.notify_all();

@@ -44,6 +44,8 @@ type Response struct {
 	Flags      uint32 // Response* flags
 	Refusal    uint32 // with ResponseRefused: a Refused* code
 	RetryAfter time.Duration
+	Thread     int           // the index of the PHP thread running the request (php-<n>); -1: none
+	Queued     time.Duration // how long the request waited for that thread
 }
 
 // Header is a response header as the core lends it.
@@ -81,6 +83,8 @@ func deliverResponse(handle C.size_t, resp *C.php_worker_response_t, queued bool
 		Flags:      uint32(resp.flags),
 		Refusal:    uint32(resp.refusal),
 		RetryAfter: time.Duration(resp.retry_after_ms) * time.Millisecond,
+		Thread:     int(resp.thread),
+		Queued:     time.Duration(resp.queued_us) * time.Microsecond,
 	}
 	if resp.headers_len > 0 {
 		r.Headers = unsafe.Slice((*Header)(unsafe.Pointer(resp.headers)), int(resp.headers_len))

@@ -126,6 +126,12 @@ pub struct Response {
     /// With PHP_WORKER_REFUSED_BOOT_FAILING: how long until the worker tries to boot
     /// again, in milliseconds (the host's `Retry-After`); else 0.
     pub retry_after_ms: u32,
+    /// The index of the PHP thread running the request (its name is php-<index>), or -1
+    /// when no thread took it (a refusal).
+    pub thread: i32,
+    /// How long the request waited for a thread, from its submission until a thread took
+    /// it, in microseconds (0 when no thread took it): the rest of its time is its run.
+    pub queued_us: u64,
 }
 
 /// A request's last response call, taken from the completion queue with

@@ -12,6 +12,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
+use super::RunInfo;
 use crate::abi::types::{CompletionEntry, Header, Response};
 
 /// Something a completion keeps alive until the host deleted its batch.
@@ -27,6 +28,7 @@ pub struct Completion {
     headers: Vec<Header>,
     body: Vec<u8>,
     flags: u32,
+    run: RunInfo,
     /// Keeps alive what the host's cancel handle points at (the request's run state):
     /// the request itself is gone once its completion is queued, and the host may cancel
     /// until it took the completion.
@@ -48,6 +50,7 @@ impl Completion {
         body: Vec<u8>,
         flags: u32,
         keep_alive: Option<KeepAlive>,
+        run: RunInfo,
     ) -> Completion {
         let base = header_text.as_ptr();
         let headers = spans
@@ -61,7 +64,7 @@ impl Completion {
                 value_len: vl,
             })
             .collect();
-        Completion { handle, status, header_text, headers, body, flags, _keep_alive: keep_alive }
+        Completion { handle, status, header_text, headers, body, flags, run, _keep_alive: keep_alive }
     }
 
     /// The host's view: the handle and the response, valid while the completion lives.
@@ -77,6 +80,8 @@ impl Completion {
                 flags: self.flags,
                 refusal: 0,
                 retry_after_ms: 0,
+                thread: self.run.thread,
+                queued_us: self.run.queued_us,
             },
         }
     }
@@ -149,14 +154,16 @@ mod tests {
     fn a_batch_signals_once_and_keeps_its_parts() {
         let c = Completions::new().unwrap();
         let text = b"Content-Typetext/plainX-Ab".to_vec();
-        c.push(Completion::new(7, 201, text.clone(), &[[0, 12, 12, 10], [22, 3, 25, 1]], b"hello".to_vec(), 2, None));
-        c.push(Completion::new(8, 200, Vec::new(), &[], Vec::new(), 2, None));
+        let run = RunInfo { thread: 3, queued_us: 1500 };
+        c.push(Completion::new(7, 201, text.clone(), &[[0, 12, 12, 10], [22, 3, 25, 1]], b"hello".to_vec(), 2, None, run));
+        c.push(Completion::new(8, 200, Vec::new(), &[], Vec::new(), 2, None, RunInfo::NONE));
         assert_eq!(eventfd_count(&c), 1, "one signal for a queue that was empty");
         assert_eq!(eventfd_count(&c), 0);
         let batch = c.take();
         assert_eq!(batch.len(), 2);
         let e = batch[0].entry();
         assert_eq!((e.handle, e.response.status, e.response.headers_len, e.response.flags), (7, 201, 2, 2));
+        assert_eq!((e.response.thread, e.response.queued_us), (3, 1500));
         // SAFETY: the entry's pointers live as long as batch[0].
         let (name, value, body) = unsafe {
             let h = &*e.response.headers.add(1);
@@ -169,7 +176,7 @@ mod tests {
         assert_eq!((name, value, body), (&b"X-A"[..], &b"b"[..], &b"hello"[..]));
         assert_eq!(batch[0].header_text(), &text[..]);
         assert!(c.take().is_empty());
-        c.push(Completion::new(9, 200, Vec::new(), &[], Vec::new(), 2, None));
+        c.push(Completion::new(9, 200, Vec::new(), &[], Vec::new(), 2, None, RunInfo::NONE));
         assert_eq!(eventfd_count(&c), 1, "an emptied queue signals again");
     }
 }

@@ -10,7 +10,7 @@ use super::{Refusal, Request};
 use super::expiry::Expiry;
 use crate::abi::types::{Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_FLUSH, PHP_WORKER_RESPONSE_INFORMATIONAL};
 use crate::host::completions::Completion;
-use crate::host::{Host, Level, LogField};
+use crate::host::{Host, Level, LogField, RunInfo};
 use crate::layout::Strings;
 use crate::php::sys::ShimRequest;
 
@@ -86,12 +86,15 @@ pub struct RequestContext {
     task_result: Option<TaskResult>,
     /// The worker whose log lines these are (its boot, background run or tasks).
     worker: Option<Arc<str>>,
+    /// The thread running it and how long it waited for one, for every response call.
+    run: RunInfo,
 }
 
 impl RequestContext {
     pub fn new(request: Box<Request>, mut scratch: Scratch, sink: Sink) -> Self {
         scratch.clear();
         let body_pos = request.body_start;
+        let run = RunInfo { thread: -1, queued_us: request.created().elapsed().as_micros() as u64 };
         RequestContext {
             request,
             scratch,
@@ -107,7 +110,14 @@ impl RequestContext {
             inherited_env: None,
             task_result: None,
             worker: None,
+            run,
         }
+    }
+
+    /// The request runs on PHP thread `index`.
+    pub fn on_thread(mut self, index: usize) -> Self {
+        self.run.thread = i32::try_from(index).unwrap_or(-1);
+        self
     }
 
     /// The request runs in a worker pool whose env is `env`.
@@ -263,6 +273,7 @@ impl RequestContext {
             &self.scratch.headers,
             &[],
             PHP_WORKER_RESPONSE_INFORMATIONAL,
+            self.run,
         );
         self.scratch.header_text.clear();
         self.scratch.header_spans.clear();
@@ -367,7 +378,16 @@ impl RequestContext {
         let spans: &[[usize; 4]] = if self.headers_sent { &[] } else { &scratch.header_spans };
         let state: Option<crate::host::completions::KeepAlive> = Some(self.request.run_state_ref());
         let completion =
-            Completion::new(self.request.handle, status, text, spans, std::mem::take(&mut scratch.output), PHP_WORKER_RESPONSE_DONE, state);
+            Completion::new(
+            self.request.handle,
+            status,
+            text,
+            spans,
+            std::mem::take(&mut scratch.output),
+            PHP_WORKER_RESPONSE_DONE,
+            state,
+            self.run,
+        );
         scratch.header_spans.clear();
         self.headers_sent = true;
         self.request.host().complete(completion);
@@ -406,7 +426,7 @@ impl RequestContext {
         }
         self.headers_sent = true;
         let delivered =
-            self.request.host().respond(self.request.handle, status, &self.scratch.headers, body, flags);
+            self.request.host().respond(self.request.handle, status, &self.scratch.headers, body, flags, self.run);
         if !delivered {
             self.aborted = true;
         }

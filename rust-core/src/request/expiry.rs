@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::abi::types::PHP_WORKER_RESPONSE_EXPIRED;
-use crate::host::Host;
+use crate::host::{Host, RunInfo};
 
 const IDLE: u8 = 0;
 const RUNNING: u8 = 1;
@@ -54,7 +54,7 @@ impl Expiry {
         if self.state.compare_exchange(RUNNING, EXPIRING, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return false;
         }
-        host.respond(self.handle.load(Ordering::Relaxed), 0, &[], &[], PHP_WORKER_RESPONSE_EXPIRED);
+        host.respond(self.handle.load(Ordering::Relaxed), 0, &[], &[], PHP_WORKER_RESPONSE_EXPIRED, RunInfo::NONE);
         self.state.store(EXPIRED, Ordering::Release);
         true
     }

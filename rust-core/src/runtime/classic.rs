@@ -37,7 +37,7 @@ fn run(request: Box<Request>) -> bool {
         t.begin_request(&request);
         (t.info.clone(), std::mem::take(&mut t.scratch))
     });
-    let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client));
+    let mut ctx = Box::new(RequestContext::new(request, scratch, Sink::Client).on_thread(info.index));
     ctx.watch(info.expiry.clone());
     let req = ctx.shim();
     let mut outcome = RunOutcome::default();

@@ -412,7 +412,7 @@ fn wait_for_request(req: *mut ShimRequest, memory: usize, real_memory: usize) ->
                     } else {
                         RequestContext::new(request, scratch, Sink::Client)
                     };
-                    let ctx = ctx.inherit_env(run.generation.env.clone());
+                    let ctx = ctx.inherit_env(run.generation.env.clone()).on_thread(t.info.index);
                     let mut ctx = Box::new(ctx);
                     ctx.watch(t.info.expiry.clone());
                     run.in_flight = Box::into_raw(ctx);

@@ -119,6 +119,21 @@ fn runs_scripts_with_server_vars_env_body_and_status() {
 }
 
 #[test]
+fn every_response_says_which_thread_ran_the_request_and_how_long_it_waited() {
+    with_engine(DISPLAY_ERRORS, 1, |engine| {
+        let slow = script("slow-first.php", "<?php usleep(300000); echo 'slow';");
+        let quick = script("quick-after.php", "<?php echo 'quick';");
+        let first = submit(engine, CLASSIC, &fields("GET", &slow), &[], 0, b"");
+        let second = submit(engine, CLASSIC, &fields("GET", &quick), &[], 0, b"");
+        let (first, second) = (wait_done(first, &slow), wait_done(second, &quick));
+        let thread = engine.threads()[0].index as i32;
+        assert_eq!((first[0].thread_index, second[0].thread_index), (thread, thread));
+        assert!(first[0].queued_us < 250_000, "the first found its thread free: {} us", first[0].queued_us);
+        assert!(second[0].queued_us >= 250_000, "the second waited for the first: {} us", second[0].queued_us);
+    });
+}
+
+#[test]
 fn php_errors_reach_the_log_with_their_level() {
     with_engine(r#"{"php_ini":{"log_errors":"1","display_errors":"0"}}"#, 1, |engine| {
         let s = script("log.php", "<?php error_log('custom line'); trigger_error('careful', E_USER_WARNING);");
