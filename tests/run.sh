@@ -69,6 +69,8 @@ FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
 
 stage "end to end (PHP $("$PHP_CONFIG" --version))"
 python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
+# The OTLP messages tests/e2e/test_traces.py decodes.
+python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install --quiet opentelemetry-proto==1.45.2
 # The HTTP/3 tests' client (Debian's curl has no HTTP/3).
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
 python3 -m pytest -q tests/e2e "$@"

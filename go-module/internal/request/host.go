@@ -25,7 +25,7 @@ type Host struct {
 // Respond queues (or writes) response data for the request's handler goroutine.
 func (h Host) Respond(handle uintptr, resp core.Response, queued bool) bool {
 	pr := lookupRequest(handle)
-	ok := pr.respond(resp.Status, resp.Headers, resp.Body, resp.Flags, resp.Refusal, resp.RetryAfter, queued)
+	ok := pr.respond(resp, queued)
 	if resp.Flags&core.ResponseDone != 0 {
 		pr.release() // the core's reference
 	}

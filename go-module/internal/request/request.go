@@ -50,6 +50,11 @@ type phpRequest struct {
 	bodyErr   error        // why the body could not be read; later reads fail at once
 	body      *requestBody // the body read before PHP ran; nil when it streams from r.Body
 	out       responseQueue
+	// What the core told of the request's run, for its trace: the thread (-1 until one
+	// took it), how long the request waited for it, and the status PHP chose.
+	thread int
+	queued time.Duration
+	status int
 }
 
 // requestChunk is a block of request slots; chunks never move, so lookups need no lock.
@@ -78,7 +83,7 @@ func acquireRequest(site *Site, w http.ResponseWriter, r *http.Request) *phpRequ
 			chunk = new([requestChunk]*phpRequest)
 			requests.chunks[i/requestChunk].Store(chunk)
 		}
-		pr = &phpRequest{handle: uintptr(i + 1), wake: make(chan struct{}, 1)}
+		pr = &phpRequest{handle: uintptr(i + 1), wake: make(chan struct{}, 1), thread: -1}
 		chunk[i%requestChunk] = pr
 	}
 	requests.mu.Unlock()
@@ -115,6 +120,7 @@ func (pr *phpRequest) release() {
 	pr.finished, pr.abandoned, pr.expired, pr.truncated, pr.sent, pr.bodyErr = false, false, false, false, false, nil
 	pr.readsOver = false
 	pr.refusal = refusal{}
+	pr.thread, pr.queued, pr.status = -1, 0, 0
 	requests.mu.Lock()
 	requests.free = append(requests.free, pr)
 	requests.mu.Unlock()
@@ -133,10 +139,16 @@ func (pr *phpRequest) logger() *zap.Logger {
 // queued says the data came from the core's completion queue, on the goroutine that
 // delivers completions: it never writes to the client itself, whatever the policy, so a
 // slow client cannot hold up the completions of other requests.
-func (pr *phpRequest) respond(status int, headers []core.Header, body []byte, flags uint32, code uint32,
-	retryAfter time.Duration, queued bool) bool {
+func (pr *phpRequest) respond(resp core.Response, queued bool) bool {
+	status, headers, body, flags := resp.Status, resp.Headers, resp.Body, resp.Flags
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	if resp.Thread >= 0 {
+		pr.thread, pr.queued = resp.Thread, resp.Queued
+		if pr.status == 0 && status >= 200 {
+			pr.status = status
+		}
+	}
 	if flags&core.ResponseExpired != 0 {
 		// From the core's watchdog: the handler answers the client (504, or cuts the
 		// response off) and nothing PHP sends later reaches it.
@@ -148,7 +160,7 @@ func (pr *phpRequest) respond(status int, headers []core.Header, body []byte, fl
 	if flags&core.ResponseRefused != 0 {
 		// The core hands the request back (its DONE): the handler writes the answer.
 		if ok {
-			pr.refusal = refusal{code: code, retryAfter: retryAfter}
+			pr.refusal = refusal{code: resp.Refusal, retryAfter: resp.RetryAfter}
 		}
 		pr.finished = true
 		pr.signal()

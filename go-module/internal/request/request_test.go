@@ -132,7 +132,7 @@ func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
 		pr := &phpRequest{w: w, wake: make(chan struct{}, 1), uri: "/"}
 		pr.out.BufferPolicy = BufferPolicy{Off: true}
 		body := []byte("hello")
-		if !pr.respond(200, nil, body, core.ResponseDone, 0, 0, queued) {
+		if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, queued) {
 			t.Fatalf("queued=%v: the client is not gone", queued)
 		}
 		body[0] = 'J' // the core reuses or frees its bytes once the call returns
@@ -165,7 +165,7 @@ func TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt(t *testing.T) {
 	pr.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
 	defer pr.out.reset()
 	body := bytes.Repeat([]byte("x"), 1000)
-	if !pr.respond(200, nil, body, core.ResponseDone, 0, 0, true) {
+	if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, true) {
 		t.Fatal("a completion past the bound was refused: the delivering goroutine tried the disk")
 	}
 	if pr.truncated || pr.out.spill != nil {
@@ -184,7 +184,7 @@ func TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt(t *testing.T) {
 	pr2 := &phpRequest{site: testSite, wake: make(chan struct{}, 1), uri: "/"}
 	pr2.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
 	defer pr2.out.reset()
-	if pr2.respond(200, nil, body, 0, 0, 0, false) || !pr2.truncated {
+	if pr2.respond(core.Response{Status: 200, Body: body}, false) || !pr2.truncated {
 		t.Error("a callback past the bound must spill, and fail without a spill file")
 	}
 }

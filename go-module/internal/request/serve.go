@@ -58,7 +58,11 @@ type Route struct {
 
 // Serve hands the request for script s to a PHP thread of route's pool and sends its
 // response.
-func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *caddy.Replacer, route Route) error {
+func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *caddy.Replacer, route Route) (err error) {
+	tr := startTrace(r, s, route)
+	if tr != nil {
+		defer func() { tr.end(err) }()
+	}
 	if idle := site.BodyIdleTimeout; idle > 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = &idleBody{ReadCloser: r.Body, conn: http.NewResponseController(w), idle: idle}
 	}
@@ -129,6 +133,7 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	}
 	pr.body = body     // closed with the request
 	defer pr.release() // the handler's reference
+	defer tr.observe(pr)
 	req, rc := site.Runtime.Submit(r.Context(), engineWait, route.Pool, b, flags, pr.handle)
 	core.PutRequestBuffer(b)
 	if rc != core.OK {
@@ -137,10 +142,13 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	switch rc {
 	case core.OK:
 	case core.ErrQueueFull:
+		tr.fail("all PHP threads are busy and the queue is full")
 		return site.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
 	case core.ErrStopped:
+		tr.fail("PHP is not running")
 		return site.unavailable(w, "PHP is not running", time.Second)
 	case core.ErrUnknownPool:
+		tr.fail("worker removed")
 		return site.unavailable(w, "worker "+route.Name+" was removed by a config change", time.Second)
 	default:
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
@@ -163,12 +171,15 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 		case <-pr.wake:
 			end, err := pr.send()
 			if errors.Is(err, errExpired) {
+				tr.fail("the request ran past its time limit")
 				return site.expired(w, pr)
 			}
 			if errors.Is(err, errRefused) {
+				tr.fail("the core handed the request back unserved")
 				return site.refused(w, pr, route)
 			}
 			if errors.Is(err, errTruncated) {
+				tr.fail("part of the response could not be buffered")
 				return site.truncated(w, pr)
 			}
 			if err != nil {
@@ -200,6 +211,7 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 				continue
 			}
 			if pr.withdraw() {
+				tr.fail("no PHP thread became free within max_wait_time")
 				return site.unavailable(w, "no PHP thread became free within max_wait_time", time.Second)
 			}
 			// Already running: max_wait_time only bounds the wait for a thread.
