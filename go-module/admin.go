@@ -23,6 +23,7 @@ func init() {
 //	GET  /php_worker/threads           the PHP threads and what they do, as JSON
 //	GET  /php_worker/health            liveness: 200 while PHP can serve, else 503
 //	GET  /php_worker/ready             readiness: 200 while the server takes traffic
+//	GET  /php_worker/profile           a pprof profile of the PHP threads (profile.go)
 //
 // and FrankenPHP's names for the first two, /frankenphp/workers/restart and
 // /frankenphp/threads (the JSON is php_worker's).
@@ -47,6 +48,7 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
 		{Pattern: "/php_worker/schedules", Handler: caddy.AdminHandlerFunc(a.schedules)},
+		{Pattern: "/php_worker/profile", Handler: caddy.AdminHandlerFunc(a.profile)},
 		{Pattern: "/frankenphp/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/frankenphp/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
 		{Pattern: "/php_worker/health", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

@@ -39,7 +39,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc");
 
     let mut build = cc::Build::new();
-    for file in ["sapi.c", "lifecycle.c", "worker.c", "functions.c", "module.c", "background.c", "task.c", "store.c", "opcache.c", "crash.c", "cli.c"] {
+    for file in ["sapi.c", "lifecycle.c", "worker.c", "functions.c", "module.c", "background.c", "task.c", "store.c", "opcache.c", "crash.c", "cli.c", "profile.c"] {
         build.file(format!("csrc/{file}"));
     }
     // pw_seam.h declares both sides of the seam as Rust sees them: a definition or call

@@ -18,9 +18,11 @@ static void (*pw_previous_interrupt)(zend_execute_data *execute_data);
 
 /* zend_interrupt_function: PHP calls it at the next instruction after EG(vm_interrupt)
  * was set, on the interrupted thread. Rust sets the flag when the thread is told to stop
- * (pw_shim_interrupt). */
+ * and when the profiler wants a sample (pw_shim_interrupt). */
 static void pw_interrupt(zend_execute_data *execute_data)
 {
+	/* First, while the stack is the one the weight was given for. */
+	pw_profile_interrupt();
 	if (pw_previous_interrupt) {
 		pw_previous_interrupt(execute_data);
 	}

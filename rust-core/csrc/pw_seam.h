@@ -217,6 +217,20 @@ typedef struct {
   size_t len;
 } pw_task_answer;
 
+// One frame of a PHP thread's stack, for the profiler (csrc/profile.c): the function's
+// name (NULL for a script's top level), its class (`scope`, NULL for a function), and for user
+// code its file and the line running; strings are not NUL-terminated and are valid for
+// the duration of the pw_rs_profile_sample call.
+typedef struct {
+  const char *function;
+  size_t function_len;
+  const char *scope;
+  size_t scope_len;
+  const char *file;
+  size_t file_len;
+  uint32_t line;
+} pw_profile_frame;
+
 // A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and
 // `len` are the encoded bytes of an ENCODED value, valid for the duration of the call
 // (a put) or until the thread's next store call (a get).
@@ -453,6 +467,19 @@ void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
 // zend_accel_thread_event and zend_accel_restart_reason. Returns whether a restart may
 // run now (MAY_RESTART; the other events ignore it).
 bool pw_rs_opcache_event(int32_t event, int32_t reason);
+
+// Whether the calling thread has weight to report in a sample: C walks its stack only
+// then. Clears weight left from a profile that ended.
+bool pw_rs_profile_pending(void);
+
+// The calling thread's sample: `n` frames, innermost first (`truncated` when the stack
+// went deeper), valid for the call. Adds the thread's pending weight to the profile
+// under the thread's labels.
+//
+// # Safety
+// `frames` is readable for `n` frames, each of whose strings is NULL (length 0) or
+// readable for its length.
+void pw_rs_profile_sample(const pw_profile_frame *frames, size_t n, bool truncated);
 
 // Reads `key`: true and `*out` filled when a live entry has it.
 //

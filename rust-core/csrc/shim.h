@@ -76,6 +76,8 @@ bool pw_body_failed_at_startup(void);
  * forgetting the callback without freeing it (its request memory is gone). */
 void pw_background_startup(void);
 void pw_stop_callback_forget(void);
+/* profile.c: takes the profiler's sample if this thread has weight pending. */
+void pw_profile_interrupt(void);
 /* task.c: the task exception classes, registered at module startup. */
 void pw_task_startup(void);
 

@@ -364,6 +364,34 @@ void php_worker_engine_delete(php_worker_engine_t *engine);
 php_worker_error_t *php_worker_engine_stats(const php_worker_engine_t *engine,
                                             php_worker_bytes_t **out);
 
+// Starts a profile of every PHP thread (classic, worker, task, background): `hz`
+// samples a second (1 to 1000), weighted by wall time, or with `cpu` by the CPU time
+// each thread used. A sampler thread runs until php_worker_profile_stop(); PHP threads
+// walk their own stacks when it asks them to, at their next instruction. Fails when a
+// profile is being taken or `hz` is out of range; one profile at a time per process.
+//
+// # Safety
+// `engine` is live.
+php_worker_error_t *php_worker_profile_start(const php_worker_engine_t *engine,
+                                             uint32_t hz,
+                                             bool cpu);
+
+// Ends the profile php_worker_profile_start() began and writes it to `*out` (free it
+// with php_worker_bytes_delete()), as UTF-8 JSON: `{"hz", "mode": "wall"|"cpu",
+// "duration_ns", "frames": [{"function", "file", "line"}], "samples": [{"stack":
+// [frame index, innermost first], "worker", "route", "kind":
+// "classic"|"worker"|"background"|"task", "count", "weight"}], "dropped"}`, where
+// `function` is "Class::method", "function" or "{main}" (a file's top level), `file` is
+// "" and `line` 0 for an internal function, `worker` is "" on classic threads, `route`
+// is the request's URI path ("" outside a request), `count` the sampler's ticks and
+// `weight` their nanoseconds; `dropped` counts ticks past the profile's size bound.
+// Fails when no profile is being taken.
+//
+// # Safety
+// `engine` is live; `out` is writable.
+php_worker_error_t *php_worker_profile_stop(const php_worker_engine_t *engine,
+                                            php_worker_bytes_t **out);
+
 // Creates the worker pool `pool` (any id but PHP_WORKER_CLASSIC_POOL, not in use): its
 // threads boot the worker script at once, and it takes requests as they are ready.
 // `spec_json` is `{"name": s, "kind": "http"|"task"|"background", "file": absolute path,

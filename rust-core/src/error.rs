@@ -30,6 +30,9 @@ pub enum Error {
     /// A pool operation that does not apply to this pool (resizing a worker pool, ...).
     #[error("pool {0}: {1}")]
     Pool(u32, String),
+    /// A profile cannot start (one is being taken) or stop (none is).
+    #[error("profiler: {0}")]
+    Profile(&'static str),
     /// A Rust panic was caught at the C ABI.
     #[error("internal error (panic): {0}")]
     Panic(String),

@@ -376,6 +376,28 @@ func (e *Engine) StatsJSON() ([]byte, error) {
 	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
 }
 
+// ProfileStart starts a profile of every PHP thread, hz samples a second (1 to 1000),
+// weighted by wall time or, with cpu, by the threads' CPU time (php_worker_profile_start).
+func (e *Engine) ProfileStart(hz int, cpu bool) error {
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_profile_start(ptr, C.uint32_t(hz), C.bool(cpu))
+	})
+}
+
+// ProfileStop ends the profile and returns it as JSON (php_worker_profile_stop).
+func (e *Engine) ProfileStop() ([]byte, error) {
+	var out *C.php_worker_bytes_t
+	if err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_profile_stop(ptr, &out)
+	}); err != nil {
+		return nil, err
+	}
+	defer C.php_worker_bytes_delete(out)
+	var n C.size_t
+	data := C.php_worker_bytes_data(out, &n)
+	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
+}
+
 // Submit queues a request, to be answered through the Host's callbacks for handle;
 // see php_worker_request_submit in php_worker.h.
 func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uintptr) (*Request, Code) {

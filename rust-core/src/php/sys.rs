@@ -125,6 +125,21 @@ unsafe impl Send for KillSlot {}
 // SAFETY: as for Send: the slot is only read, by the watchdog, once its thread filled it.
 unsafe impl Sync for KillSlot {}
 
+/// One frame of a PHP thread's stack, for the profiler (csrc/profile.c): the function's
+/// name (NULL for a script's top level), its class (`scope`, NULL for a function), and for user
+/// code its file and the line running; strings are not NUL-terminated and are valid for
+/// the duration of the pw_rs_profile_sample call.
+#[repr(C)]
+pub struct ProfileFrame {
+    pub function: *const c_char,
+    pub function_len: usize,
+    pub scope: *const c_char,
+    pub scope_len: usize,
+    pub file: *const c_char,
+    pub file_len: usize,
+    pub line: u32,
+}
+
 /// What pw_shim_opcache_attach found.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,11 +1,13 @@
 //! What other threads may know of a PHP thread: its [`ThreadState`] and the
 //! [`ThreadInfo`] of atomics that the thread list, the watchdog, the autoscaler and the
-//! engine read without calling PHP. Only the thread itself writes them.
+//! engine read without calling PHP. Only the thread itself writes them, but for the
+//! profiler's pending weight, which the sampler adds to (src/runtime/profile.rs).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::profile::{PendingWeight, Weight};
 use crate::php::sys::{self, KillSlot};
 use crate::request::expiry::Expiry;
 
@@ -92,6 +94,8 @@ pub struct ThreadInfo {
     /// When a background script told to stop is stopped from outside, in ms since
     /// [`since_epoch`]'s epoch; 0 for never.
     stop_deadline: AtomicU64,
+    /// Profile weight the sampler gave the thread and the thread has not reported.
+    pub profile: PendingWeight,
 }
 
 /// How often a script waiting in php_worker_wait_stop() looks at its time limit.
@@ -166,6 +170,7 @@ impl ThreadInfo {
             stuck: AtomicBool::new(false),
             stop: StopSignal::default(),
             stop_deadline: AtomicU64::new(0),
+            profile: PendingWeight::default(),
         }
     }
 
@@ -272,6 +277,57 @@ impl ThreadInfo {
         }
         let current = lock(&self.current).clone();
         Some((self.requests.load(Ordering::Relaxed), current.method, current.uri, current.script))
+    }
+
+    /// The URI of the request the thread runs, if busy.
+    pub fn current_uri(&self) -> Option<String> {
+        (self.state() == ThreadState::Busy).then(|| lock(&self.current).uri.clone())
+    }
+
+    /// Whether the thread may be running PHP code: a request, a worker script booting or
+    /// finishing, a background script (which runs as a request). The profiler samples
+    /// these.
+    pub fn runs_php(&self) -> bool {
+        matches!(self.state(), ThreadState::Busy | ThreadState::Booting | ThreadState::Stopping)
+    }
+
+    /// The tag of profile weight: the request the thread runs (its count of requests
+    /// served changes when one ends).
+    fn profile_tag(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sampler gave the thread weight for what it runs now.
+    pub fn profile_pending(&self) -> bool {
+        self.profile.pending(self.profile_tag())
+    }
+
+    /// Takes the weight the sampler gave the thread for what it runs now.
+    pub fn take_profile_weight(&self) -> Weight {
+        self.profile.take(self.profile_tag())
+    }
+
+    /// The sampler gives the thread one tick of `ns` nanoseconds and has it take a
+    /// sample at its next instruction (the way request_stop interrupts it).
+    pub fn add_profile_weight(&self, ns: u64) {
+        self.profile.add(self.profile_tag(), ns);
+        let slot = lock(&self.kill);
+        if let Some(slot) = slot.as_ref() {
+            // SAFETY: as in kill(): the slot's context lives while the slot is set.
+            unsafe { sys::pw_shim_interrupt(slot) };
+        }
+    }
+
+    /// The CPU time the thread used, in nanoseconds; None without a PHP context.
+    pub fn cpu_time(&self) -> Option<u64> {
+        let slot = lock(&self.kill);
+        let slot = slot.as_ref()?;
+        let mut clock: libc::clockid_t = 0;
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the slot is set only while its thread lives (it clears it, under this
+        // lock, before it ends), so its pthread_t is valid; both outputs are locals.
+        let ok = unsafe { libc::pthread_getcpuclockid(slot.thread, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0 };
+        ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
     }
 
     /// Whether the script passed its time limit; false without a PHP context.

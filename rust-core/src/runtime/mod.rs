@@ -1,5 +1,6 @@
 //! PHP threads and what they run, each module using only the ones before it:
 //! opcache.rs (the gate every request passes, which decides when OPcache restarts),
+//! profile.rs (the sampling profiler's profile, and the thread's side of sampling),
 //! counters.rs (what a pool's threads count), generation.rs (a worker generation's
 //! settings), info.rs (what other threads may read of a thread) and protocol.rs (what a
 //! pool and its threads tell each other), thread.rs (a thread's thread-local state),
@@ -9,6 +10,7 @@
 //! waiting for them), registry.rs (starting, running and joining threads).
 
 pub mod opcache;
+pub mod profile;
 pub mod counters;
 pub mod generation;
 pub mod info;

@@ -21,6 +21,8 @@ use crate::runtime::info::{PoolId, ThreadInfo};
 use crate::runtime::counters::PoolCounters;
 use crate::runtime::generation::{Generation, JobOutcome};
 use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, TaskRouter};
+use crate::runtime::profile;
+use crate::supervisor::profiler::{self, Profiler};
 use crate::supervisor::scaling::{Limits, Pools, Scaler};
 use crate::supervisor::watchdog::{Deadlines, Watchdog};
 use crate::php::sys::{self, OpcacheHook, ShimVars};
@@ -60,6 +62,8 @@ pub struct Engine {
     pools: Pools,
     scaler: Mutex<Option<Scaler>>,
     watchdog: Mutex<Option<Watchdog>>,
+    /// The profiler's sampler, while a profile is taken.
+    profiler: Mutex<Option<Profiler>>,
     main: Mutex<Option<MainThread>>,
     running: AtomicBool,
     /// PHP's post_max_size in bytes (0: no limit), as PHP read it at startup.
@@ -125,6 +129,7 @@ impl Engine {
             pools,
             scaler: Mutex::new(scaler),
             watchdog: Mutex::new(watchdog),
+            profiler: Mutex::new(None),
             main: Mutex::new(Some(main)),
             running: AtomicBool::new(true),
             post_max_size,
@@ -241,6 +246,40 @@ impl Engine {
         self.scaler.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|s| s.limits()).unwrap_or_default()
     }
 
+    /// Starts a profile of every PHP thread, sampled `hz` times a second (1 to 1000) by
+    /// wall time or, with `cpu`, by the CPU time each thread used (src/supervisor/profiler.rs).
+    pub fn profile_start(&self, hz: u32, cpu: bool) -> Result<()> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err(Error::Stopped);
+        }
+        if !profiler::HZ.contains(&hz) {
+            return Err(Error::InvalidRequest("the sampling rate must be 1 to 1000 Hz"));
+        }
+        let mut sampler = self.profiler.lock().unwrap_or_else(|e| e.into_inner());
+        if sampler.is_some() || !profile::begin(hz, cpu) {
+            return Err(Error::Profile("a profile is being taken"));
+        }
+        match Profiler::start(self.registry.clone(), hz, cpu) {
+            Ok(p) => *sampler = Some(p),
+            Err(e) => {
+                profile::end();
+                return Err(Error::Startup(format!("cannot start the profiler thread: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the profile being taken: its JSON (include/php_worker.h,
+    /// php_worker_profile_stop).
+    pub fn profile_stop(&self) -> Result<Vec<u8>> {
+        let sampler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(sampler) = sampler else {
+            return Err(Error::Profile("no profile is being taken"));
+        };
+        drop(sampler); // stops the sampler thread: no tick after this
+        profile::end().map(|p| p.to_json()).ok_or(Error::Profile("no profile is being taken"))
+    }
+
     /// Runs a scheduled job: its script once, on a PHP thread of its own, with the
     /// spec's `$argv`, no time limit and its output to the log. Blocks until the script
     /// ended (the engine's shutdown stops it like any script).
@@ -277,6 +316,9 @@ impl Engine {
         self.running.store(false, Ordering::Release);
         drop(self.scaler.lock().unwrap_or_else(|e| e.into_inner()).take());
         drop(self.watchdog.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if self.profiler.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+            profile::end();
+        }
         let pools: Vec<Arc<Pool>> = std::mem::take(&mut *self.pools.write().unwrap_or_else(|e| e.into_inner()));
         for pool in &pools {
             let requests = pool.drain();
