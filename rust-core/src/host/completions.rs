@@ -42,6 +42,7 @@ unsafe impl Send for Completion {}
 impl Completion {
     /// Takes ownership of a response's parts; `spans` are (name, name length, value,
     /// value length) offsets into `header_text`.
+    #[allow(clippy::too_many_arguments, reason = "one per field of the response call it stands for")]
     pub fn new(
         handle: usize,
         status: i32,
