@@ -22,6 +22,7 @@ type collector struct {
 	responseBuffered, responseSpillFiles, responseSpills          *prometheus.Desc
 	requestBuffered, requestSpillFiles, requestSpills             *prometheus.Desc
 	opcacheRestarts, opcachePending, opcacheHoldsTimedOut         *prometheus.Desc
+	opcacheMemory, opcacheHits, opcacheMisses, opcacheScripts     *prometheus.Desc
 	stuckThreads, expiredRequests                                 *prometheus.Desc
 	scheduleRuns, scheduleSeconds                                 *prometheus.Desc
 }
@@ -55,6 +56,10 @@ func newCollector() *collector {
 		requestSpills:      d("request_spills_total", "Request bodies that went past the memory bounds into a temporary file."),
 		opcacheRestarts:    d("opcache_restarts_total", "OPcache restarts, by reason: opcache_reset, out_of_memory, key_table_full.", "reason"),
 		opcachePending:     d("opcache_restart_pending", "1 while an OPcache restart waits for PHP threads to finish their requests."),
+		opcacheMemory:      d("opcache_memory_bytes", "OPcache's shared memory, by state: used, free, wasted (sampled once a second).", "state"),
+		opcacheHits:        d("opcache_hits_total", "Scripts OPcache served from its cache (since its last restart)."),
+		opcacheMisses:      d("opcache_misses_total", "Scripts OPcache had to compile (since its last restart)."),
+		opcacheScripts:     d("opcache_cached_scripts", "Scripts in OPcache's cache."),
 		stuckThreads: d("stuck_threads",
 			"PHP threads whose request ran past its time limit plus timeout_grace and that are still blocked in a call."),
 		expiredRequests: d("expired_requests_total",
@@ -75,6 +80,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
 		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests,
+		c.opcacheMemory, c.opcacheHits, c.opcacheMisses, c.opcacheScripts,
 		c.scheduleRuns, c.scheduleSeconds} {
 		ch <- d
 	}
@@ -135,6 +141,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.opcachePending, pending)
 	counter(c.opcacheHoldsTimedOut, s.Opcache.HoldsTimedOut)
+	if u := s.Opcache.Usage; u != nil {
+		gauge(c.opcacheMemory, float64(u.MemoryUsed), "used")
+		gauge(c.opcacheMemory, float64(u.MemoryFree), "free")
+		gauge(c.opcacheMemory, float64(u.MemoryWasted), "wasted")
+		counter(c.opcacheHits, u.Hits)
+		counter(c.opcacheMisses, u.Misses)
+		gauge(c.opcacheScripts, float64(u.CachedScripts))
+	}
 	gauge(c.stuckThreads, float64(s.StuckThreads))
 	counter(c.expiredRequests, s.ExpiredRequests)
 	jobStats.each(func(name string, j jobCount) {

@@ -177,6 +177,9 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, p
 			zend_destroy_file_handle(&file);
 			outcome->fatal = pw_fatal_error_happened();
 			outcome->exit_status = EG(exit_status);
+			if (mode == PW_RUN_MODE_REQUEST) {
+				pw_opcache_sample();
+			}
 		}
 		outcome->memory = zend_memory_usage(0);
 		/* Shuts down whichever request is active: the script's own, or for a worker the

@@ -82,3 +82,47 @@ void pw_opcache_revalidate(void)
 	}
 	zval_ptr_dtor(&status);
 }
+
+/* A number of `array` at `key`, 0 when absent. */
+static uint64_t pw_array_number(zval *array, const char *key)
+{
+	zval *v = array && Z_TYPE_P(array) == IS_ARRAY ? zend_hash_str_find(Z_ARRVAL_P(array), key, strlen(key)) : NULL;
+	if (!v) {
+		return 0;
+	}
+	if (Z_TYPE_P(v) == IS_LONG) {
+		return Z_LVAL_P(v) < 0 ? 0 : (uint64_t)Z_LVAL_P(v);
+	}
+	if (Z_TYPE_P(v) == IS_DOUBLE) {
+		return Z_DVAL_P(v) < 0 ? 0 : (uint64_t)Z_DVAL_P(v);
+	}
+	return 0;
+}
+
+void pw_opcache_sample(void)
+{
+	/* OPcache keeps its numbers in globals of its own that only its PHP functions read:
+	 * one thread asks opcache_get_status(false) at most once a second, where PHP code
+	 * may run (inside the OPcache gate, no script code of the request running). */
+	if (!pw_rs_opcache_sample_due() || !zend_get_extension("Zend OPcache")) {
+		return;
+	}
+	const char *restrict_api = INI_STR("opcache.restrict_api");
+	if (restrict_api && *restrict_api) {
+		return; /* it refuses scripts outside that path */
+	}
+	zend_try {
+		zval status, without_scripts;
+		ZVAL_FALSE(&without_scripts);
+		if (pw_call_php("opcache_get_status", &status, 1, &without_scripts)) {
+			if (Z_TYPE(status) == IS_ARRAY) {
+				zval *memory = zend_hash_str_find(Z_ARRVAL(status), ZEND_STRL("memory_usage"));
+				zval *stats = zend_hash_str_find(Z_ARRVAL(status), ZEND_STRL("opcache_statistics"));
+				pw_rs_opcache_usage(pw_array_number(memory, "used_memory"), pw_array_number(memory, "free_memory"),
+				                    pw_array_number(memory, "wasted_memory"), pw_array_number(stats, "hits"),
+				                    pw_array_number(stats, "misses"), pw_array_number(stats, "num_cached_scripts"));
+			}
+			zval_ptr_dtor(&status);
+		}
+	} zend_end_try();
+}

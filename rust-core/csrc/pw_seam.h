@@ -463,6 +463,18 @@ void pw_rs_env_put(const char *setting, size_t len);
 // `vars` is writable.
 void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
 
+// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, at a
+// point where PHP code may run): true for one thread at most once a second.
+bool pw_rs_opcache_sample_due(void);
+
+// A sample of OPcache's numbers (csrc/opcache.c, from opcache_get_status(false)).
+void pw_rs_opcache_usage(uint64_t memory_used,
+                         uint64_t memory_free,
+                         uint64_t memory_wasted,
+                         uint64_t hits,
+                         uint64_t misses,
+                         uint64_t cached_scripts);
+
 // OPcache's thread hook (csrc/opcache.c forwards it): `event` and `reason` are
 // zend_accel_thread_event and zend_accel_restart_reason. Returns whether a restart may
 // run now (MAY_RESTART; the other events ignore it).

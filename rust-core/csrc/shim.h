@@ -101,6 +101,9 @@ void pw_crash_trail_request(const char *script);
  * cached (every script when opcache.validate_timestamps is off); for the first boot of a
  * worker generation. Runs PHP functions: call inside a request. */
 void pw_opcache_revalidate(void);
+/* opcache.c: samples OPcache's memory and hit counters for the engine's snapshot, when
+ * due; call where PHP code may run between a request's script and its end. */
+void pw_opcache_sample(void);
 
 /* The PHP functions of the php_worker module, in its function table (module.c). */
 void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value);

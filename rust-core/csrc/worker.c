@@ -356,6 +356,7 @@ static enum pw_next pw_worker_next(pw_shim_request *req)
 		}
 	}
 
+	pw_opcache_sample(); /* between requests: no client waits on it */
 	bool has_request = pw_rs_worker_wait(req, zend_memory_usage(0), zend_memory_usage(1));
 	/* The execution timer kept running while the thread waited (disarming it costs a
 	 * syscall per request): re-arm it, and void a timeout it signalled meanwhile, before

@@ -118,6 +118,10 @@ def test_the_status_page_shows_what_the_admin_api_says_under_load(start_server, 
     assert [r["data-task-worker"] for r in page.rows if "data-task-worker" in r] == ["uppercase"]
     assert [r["data-job"] for r in page.rows if "data-job" in r] == [j["name"] for j in schedules] == ["every-five-minutes"]
     assert re.search(r'id="summary-rps">[0-9]+\.[0-9]', dom), "the throughput figure is filled in"
+    usage = threads["opcache"]["usage"]
+    assert usage and usage["memory_used"] > 0 and usage["memory_free"] > 0, "OPcache's numbers, sampled by the PHP threads"
+    assert [r["data-opcache"] for r in page.rows if "data-opcache" in r] == ["memory", "hit-rate"]
+    assert re.search(r'<td>hit rate</td><td>[0-9.]+%</td>', dom), "OPcache's hit rate is shown"
     assert shot.stat().st_size > 10_000, "a screenshot of the page"
 
 

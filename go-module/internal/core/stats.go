@@ -49,6 +49,19 @@ type OpcacheStats struct {
 	RestartsKeyTableFull uint64 `json:"restarts_key_table_full"`
 	RestartsReset        uint64 `json:"restarts_opcache_reset"`
 	HoldsTimedOut        uint64 `json:"holds_timed_out"`
+	// OPcache's own numbers, sampled by a PHP thread at most once a second; nil until
+	// one was taken.
+	Usage *OpcacheUsage `json:"usage"`
+}
+
+// OpcacheUsage is OPcache's shared memory and hit counters (opcache_get_status()).
+type OpcacheUsage struct {
+	MemoryUsed    uint64 `json:"memory_used"`
+	MemoryFree    uint64 `json:"memory_free"`
+	MemoryWasted  uint64 `json:"memory_wasted"`
+	Hits          uint64 `json:"hits"`
+	Misses        uint64 `json:"misses"`
+	CachedScripts uint64 `json:"cached_scripts"`
 }
 
 // PoolStats is a pool in the engine's snapshot.

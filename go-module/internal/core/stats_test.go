@@ -43,6 +43,7 @@ func TestStatsGoldenSnapshot(t *testing.T) {
 		Opcache: OpcacheStats{
 			Guarded: true, RestartPending: true, RestartsOutOfMemory: 15, RestartsKeyTableFull: 16,
 			RestartsReset: 17, HoldsTimedOut: 18,
+			Usage: &OpcacheUsage{MemoryUsed: 22, MemoryFree: 23, MemoryWasted: 24, Hits: 25, Misses: 26, CachedScripts: 27},
 		},
 		StuckThreads:    19,
 		ExpiredRequests: 20,

@@ -81,6 +81,57 @@ pub struct OpcacheStats {
     pub restarts_opcache_reset: u64,
     /// Holds that ended before every thread came out (a long request ran).
     pub holds_timed_out: u64,
+    /// OPcache's own numbers (opcache_get_status()), sampled by a PHP thread at most
+    /// once a second; None until a sample was taken (no request yet, OPcache off, or
+    /// opcache.restrict_api set).
+    pub usage: Option<OpcacheUsage>,
+}
+
+/// OPcache's shared memory and hit counters, as opcache_get_status() gives them.
+#[derive(Serialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpcacheUsage {
+    pub memory_used: u64,
+    pub memory_free: u64,
+    pub memory_wasted: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub cached_scripts: u64,
+}
+
+/// The last OPcache sample, and when it was taken (ms since the epoch of
+/// runtime::info::since_epoch; 0: never).
+static USAGE: Mutex<Option<OpcacheUsage>> = Mutex::new(None);
+static SAMPLED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// How often PHP threads sample OPcache's numbers.
+const SAMPLE_EVERY_MS: u64 = 1000;
+
+/// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, at a
+/// point where PHP code may run): true for one thread at most once a second.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_opcache_sample_due() -> bool {
+    guard(false, || {
+        let now = crate::runtime::info::since_epoch() + SAMPLE_EVERY_MS; // never 0
+        let last = SAMPLED_AT.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= SAMPLE_EVERY_MS
+            && SAMPLED_AT.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    })
+}
+
+/// A sample of OPcache's numbers (csrc/opcache.c, from opcache_get_status(false)).
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_opcache_usage(
+    memory_used: u64,
+    memory_free: u64,
+    memory_wasted: u64,
+    hits: u64,
+    misses: u64,
+    cached_scripts: u64,
+) {
+    guard((), || {
+        let usage = OpcacheUsage { memory_used, memory_free, memory_wasted, hits, misses, cached_scripts };
+        *USAGE.lock().unwrap_or_else(|e| e.into_inner()) = Some(usage);
+    })
 }
 
 /// Tells every worker thread whose script started at or before the given restart epoch
@@ -327,6 +378,7 @@ impl Gate {
             restarts_key_table_full: count(Reason::KeyTableFull),
             restarts_opcache_reset: count(Reason::Reset),
             holds_timed_out: self.holds_timed_out.load(Ordering::Relaxed),
+            usage: *USAGE.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 }
