@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -160,7 +161,7 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None):
+                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None, admin=False):
         super().__init__()
         self.ini = ini or {}  # php_ini settings over the defaults
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
@@ -169,7 +170,7 @@ class PhpWorker(Server):
         self.env = env or {}
         self.binary = binary
         self.max_threads = max_threads  # autoscaling up to this many threads for the worker (or classic)
-        self.admin_port = None
+        self.admin_port = free_port() if admin else None
         mode = "worker" if worker else "classic"
         scaling = f", autoscaling to {max_threads}" if max_threads else ""
         self.name = label or f"php_worker {mode}, {threads} threads{scaling}"
@@ -201,7 +202,7 @@ class PhpWorker(Server):
             site = "".join(f"\t\tenv {k} {v}\n" for k, v in self.env.items())
             total = self.threads
         scaling = ""
-        if self.max_threads:
+        if self.max_threads and not self.admin_port:
             # The admin API tells how many threads autoscaling reached.
             self.admin_port = free_port()
             scaling = f"\t\tmax_threads {total - self.threads + self.max_threads}\n"
@@ -892,6 +893,64 @@ def workload_laravel(q, baseline=None):
     return {"rows": rows}
 
 
+def go_tool():
+    """Go's binary, for `go tool pprof`."""
+    return shutil.which("go") or "/usr/local/go/bin/go"
+
+
+def workload_profiler(q):
+    """What the built-in profiler costs while it runs: hello world and the Laravel page in
+    worker mode, closed loop, rounds alternating no profile and a profile at the default
+    rate (100 Hz, wall time) taken over the whole round; then the Laravel profile's top
+    frames."""
+    servers = [
+        (PhpWorker("hello", threads=4, worker="worker.php", admin=True, label="hello world, php_worker worker, 4 threads"),
+         "/", is_hello, ()),
+        (PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", admin=True,
+                   env={"LARAVEL_CACHE_DIR": str(WORK / "laravel-profiler")},
+                   label="Laravel 8 page, php_worker worker, 4 threads"), LARAVEL_PAGE, is_laravel_page, None),
+    ]
+    runs = [Run(server, path, probe) for server, path, probe, _ in servers]
+    for run in runs:
+        run.__enter__()
+    rows = []
+    try:
+        seconds = 2 if q else 8
+        for server, path, _, extra in servers:
+            extra = extra if extra is not None else ("-H", f"Cookie: {session_cookie(server)}")
+            oha(server, path, conns=32, duration=1, extra=extra)
+            plain, profiled, profile_body = [], [], None
+            for _ in range(1 if q else 3):
+                plain.append(oha(server, path, conns=32, duration=seconds, extra=extra)["ok_rps"])
+                answer = {}
+                taker = threading.Thread(target=lambda: answer.update(
+                    r=http_get(server.admin_port, f"/php_worker/profile?seconds={seconds + 1}", timeout=seconds + 60)))
+                taker.start()
+                time.sleep(0.3)  # the profile is running before the load starts
+                profiled.append(oha(server, path, conns=32, duration=seconds, extra=extra)["ok_rps"])
+                taker.join()
+                status, profile_body = answer["r"]
+                check(status == 200, f"{server.name}: the profile failed: {status} {profile_body[:300]!r}")
+            plain.sort()
+            profiled.sort()
+            row = {"server": server.name, "plain": plain, "profiled": profiled,
+                   "overhead_pct": 100 * (1 - profiled[len(profiled) // 2] / plain[len(plain) // 2])}
+            if profile_body:
+                out = WORK / f"profile-{server.port}.pb.gz"
+                out.write_bytes(profile_body)
+                top = subprocess.run([go_tool(), "tool", "pprof", "-top", "-cum", "-nodecount=12", str(out)],
+                                     capture_output=True, text=True, timeout=120)
+                check(top.returncode == 0, f"go tool pprof failed: {top.stderr[-1000:]}")
+                row["top"] = [line for line in top.stdout.splitlines() if line.strip()][-12:]
+            log(f"    {server.name}: {row['plain']} req/s without a profile, {row['profiled']} with one "
+                f"({row['overhead_pct']:+.1f}%)")
+            rows.append(row)
+    finally:
+        for run in runs:
+            run.__exit__(None, None, None)
+    return {"rows": rows}
+
+
 def is_boot_json(body):
     try:
         return json.loads(body).get("app") == "boot-cost"
@@ -1382,6 +1441,22 @@ def write_results(results, elapsed):
             w(f"| {r['server']} | {r['idle']['p50_ms']:.1f} | " + " | ".join(cells) + f" | {r['upload']['ok_rps']:.0f} |")
         w("")
 
+    if results.get("profiler"):
+        w("## 9. The profiler's cost\n")
+        w("Hello world and the Laravel page in worker mode, 32 connections, rounds alternating no profile and "
+          "`GET /php_worker/profile` at its default rate (100 Hz, wall time) over the whole round.\n")
+        w("| workload | req/s without (rounds) | req/s while profiling (rounds) | cost |")
+        w("|---|---:|---:|---:|")
+        for r in results["profiler"]["rows"]:
+            w(f"| {r['server']} | {' · '.join(fmt(x) for x in r['plain'])} | {' · '.join(fmt(x) for x in r['profiled'])} "
+              f"| {r['overhead_pct']:+.1f}% |")
+        laravel = next((r for r in results["profiler"]["rows"] if r["server"].startswith("Laravel") and r.get("top")), None)
+        if laravel:
+            w("\nThe Laravel profile's top frames (`go tool pprof -top -cum`):\n")
+            w("```")
+            w("\n".join(laravel["top"]))
+            w("```")
+        w("")
     w("## Targets\n")
     w(targets(results))
     w(analysis(results))
@@ -1588,7 +1663,7 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
-WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads"]
+WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads", "profiler"]
 
 
 class Quick:
@@ -1651,6 +1726,9 @@ def main():
     if "uploads" in selected:
         log("== slow uploads")
         results["uploads"] = workload_uploads(q, args.baseline)
+    if "profiler" in selected:
+        log("== the profiler's cost")
+        results["profiler"] = workload_profiler(q)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
     # A quick pass keeps its own file: --report-only documents the last full run.
