@@ -370,10 +370,7 @@ func (e *Engine) StatsJSON() ([]byte, error) {
 	}); err != nil {
 		return nil, err
 	}
-	defer C.php_worker_bytes_delete(out)
-	var n C.size_t
-	data := C.php_worker_bytes_data(out, &n)
-	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
+	return takeBytes(out), nil
 }
 
 // ProfileStart starts a profile of every PHP thread, hz samples a second (1 to 1000),
@@ -392,10 +389,7 @@ func (e *Engine) ProfileStop() ([]byte, error) {
 	}); err != nil {
 		return nil, err
 	}
-	defer C.php_worker_bytes_delete(out)
-	var n C.size_t
-	data := C.php_worker_bytes_data(out, &n)
-	return C.GoBytes(unsafe.Pointer(data), C.int(n)), nil
+	return takeBytes(out), nil
 }
 
 // Submit queues a request, to be answered through the Host's callbacks for handle;
@@ -435,4 +429,12 @@ type Request C.php_worker_request_t
 func (r *Request) Cancel() bool {
 	countIn()
 	return bool(C.php_worker_request_cancel((*C.php_worker_request_t)(r)))
+}
+
+// takeBytes copies bytes the core handed over into Go memory and frees them.
+func takeBytes(out *C.php_worker_bytes_t) []byte {
+	defer C.php_worker_bytes_delete(out)
+	var n C.size_t
+	data := C.php_worker_bytes_data(out, &n)
+	return C.GoBytes(unsafe.Pointer(data), C.int(n))
 }
