@@ -56,6 +56,35 @@ void pw_one_shot_ends(void)
 	pw_one_shot = PW_ONE_SHOT_NONE;
 }
 
+/* Runs frankenphp_handle_request()'s handler on the request started for it. An uncaught
+ * exception ends the request and the script, like a fatal error: its message goes to
+ * the client, then PHP unwinds to the end of the script, where the thread finishes the
+ * request with a 500. True after exit(): it ends the script with the request still in
+ * flight, and what its shutdown functions and destructors print goes to this request's
+ * client (Symfony's dd() relies on it), as under php-fpm and FrankenPHP; the request is
+ * answered after that shutdown, failed: a 500 unless the script chose a status or its
+ * response already left. */
+static bool pw_run_handler(zend_fcall_info *fci, zend_fcall_info_cache *fcc)
+{
+	zval retval;
+	ZVAL_UNDEF(&retval);
+	fci->retval = &retval;
+	if (zend_call_function(fci, fcc) == SUCCESS) {
+		zval_ptr_dtor(&retval);
+	}
+	if (!EG(exception)) {
+		return false;
+	}
+	if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
+		zend_exception_error(EG(exception), E_ERROR);
+		zend_bailout();
+	}
+	if (!SG(headers_sent) && SG(sapi_headers).http_response_code == 200) {
+		SG(sapi_headers).http_response_code = 500;
+	}
+	return true;
+}
+
 /* frankenphp_handle_request() in a one-shot run: the handler on the script's own request
  * the first time, false after. Its exceptions are the request's, as in a classic
  * script: an uncaught one is a fatal error, exit() ends the script. */
@@ -65,23 +94,7 @@ static void pw_one_shot_handle(zend_fcall_info *fci, zend_fcall_info_cache *fcc,
 		RETURN_FALSE;
 	}
 	pw_one_shot = PW_ONE_SHOT_SERVED;
-	zval retval;
-	ZVAL_UNDEF(&retval);
-	fci->retval = &retval;
-	if (zend_call_function(fci, fcc) == SUCCESS) {
-		zval_ptr_dtor(&retval);
-	}
-	if (EG(exception)) {
-		if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
-			zend_exception_error(EG(exception), E_ERROR);
-			zend_bailout();
-		}
-		/* exit(): the script ends, as a worker's would, failing the request unless the
-		 * script chose a status or its response left. */
-		if (!SG(headers_sent) && SG(sapi_headers).http_response_code == 200) {
-			SG(sapi_headers).http_response_code = 500;
-		}
-	}
+	pw_run_handler(fci, fcc);
 	RETURN_TRUE;
 }
 
@@ -456,30 +469,8 @@ void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value)
 		return;
 	}
 
-	zval retval;
-	ZVAL_UNDEF(&retval);
-	fci.retval = &retval;
-	if (zend_call_function(&fci, &fcc) == SUCCESS) {
-		zval_ptr_dtor(&retval);
-	}
-
-	if (EG(exception)) {
-		if (!zend_is_unwind_exit(EG(exception)) && !zend_is_graceful_exit(EG(exception))) {
-			/* An uncaught exception ends the request and the script, like a fatal
-			 * error: its message goes to the client, then PHP unwinds to the end of
-			 * the script, where the thread finishes the request with a 500. */
-			zend_exception_error(EG(exception), E_ERROR);
-			zend_bailout();
-		}
-		/* exit() ends the script with the request still in flight: PHP unwinds to the
-		 * end of the script, and what its shutdown functions and destructors print goes
-		 * to this request's client (Symfony's dd() relies on it), as under php-fpm and
-		 * FrankenPHP. The thread answers the request after that shutdown, failed: a 500
-		 * unless the script chose a status or its response already left. */
-		if (!SG(headers_sent) && SG(sapi_headers).http_response_code == 200) {
-			SG(sapi_headers).http_response_code = 500;
-		}
-		RETURN_TRUE;
+	if (pw_run_handler(&fci, &fcc)) {
+		RETURN_TRUE; /* exit(): the script ends with the request in flight */
 	}
 
 	pw_end_request(false);
