@@ -33,6 +33,7 @@ pw_opcache_hook pw_shim_opcache_attach(void)
 		return PW_OPCACHE_HOOK_UNPATCHED;
 	}
 	*hook = pw_opcache_event;
+	pw_accel_usage = (pw_accel_usage_fn)DL_FETCH_SYMBOL(RTLD_DEFAULT, "zend_accel_usage");
 	return PW_OPCACHE_HOOK_ATTACHED;
 }
 
@@ -83,46 +84,16 @@ void pw_opcache_revalidate(void)
 	zval_ptr_dtor(&status);
 }
 
-/* A number of `array` at `key`, 0 when absent. */
-static uint64_t pw_array_number(zval *array, const char *key)
-{
-	zval *v = array && Z_TYPE_P(array) == IS_ARRAY ? zend_hash_str_find(Z_ARRVAL_P(array), key, strlen(key)) : NULL;
-	if (!v) {
-		return 0;
-	}
-	if (Z_TYPE_P(v) == IS_LONG) {
-		return Z_LVAL_P(v) < 0 ? 0 : (uint64_t)Z_LVAL_P(v);
-	}
-	if (Z_TYPE_P(v) == IS_DOUBLE) {
-		return Z_DVAL_P(v) < 0 ? 0 : (uint64_t)Z_DVAL_P(v);
-	}
-	return 0;
-}
+/* zend_accel_usage(), which scripts/php-patches/<minor>/opcache-usage.patch adds: OPcache's
+ * counters read without calling PHP, so a sample can neither allocate nor bail out. Looked
+ * up once at startup; NULL with an unpatched OPcache, which then goes unreported. */
+typedef bool (*pw_accel_usage_fn)(uint64_t out[6]);
+static pw_accel_usage_fn pw_accel_usage;
 
 void pw_opcache_sample(void)
 {
-	/* OPcache keeps its numbers in globals of its own that only its PHP functions read:
-	 * one thread asks opcache_get_status(false) at most once a second, where PHP code
-	 * may run (inside the OPcache gate, no script code of the request running). */
-	if (!pw_rs_opcache_sample_due() || !zend_get_extension("Zend OPcache")) {
-		return;
+	uint64_t usage[6];
+	if (pw_accel_usage && pw_rs_opcache_sample_due() && pw_accel_usage(usage)) {
+		pw_rs_opcache_usage(usage[0], usage[1], usage[2], usage[3], usage[4], usage[5]);
 	}
-	const char *restrict_api = INI_STR("opcache.restrict_api");
-	if (restrict_api && *restrict_api) {
-		return; /* it refuses scripts outside that path */
-	}
-	zend_try {
-		zval status, without_scripts;
-		ZVAL_FALSE(&without_scripts);
-		if (pw_call_php("opcache_get_status", &status, 1, &without_scripts)) {
-			if (Z_TYPE(status) == IS_ARRAY) {
-				zval *memory = zend_hash_str_find(Z_ARRVAL(status), ZEND_STRL("memory_usage"));
-				zval *stats = zend_hash_str_find(Z_ARRVAL(status), ZEND_STRL("opcache_statistics"));
-				pw_rs_opcache_usage(pw_array_number(memory, "used_memory"), pw_array_number(memory, "free_memory"),
-				                    pw_array_number(memory, "wasted_memory"), pw_array_number(stats, "hits"),
-				                    pw_array_number(stats, "misses"), pw_array_number(stats, "num_cached_scripts"));
-			}
-			zval_ptr_dtor(&status);
-		}
-	} zend_end_try();
 }

@@ -463,11 +463,12 @@ void pw_rs_env_put(const char *setting, size_t len);
 // `vars` is writable.
 void pw_rs_env_all(void *ctx, pw_shim_vars *vars);
 
-// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, at a
-// point where PHP code may run): true for one thread at most once a second.
+// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, between
+// requests or at a request's end): true for one thread at most once a second.
 bool pw_rs_opcache_sample_due(void);
 
-// A sample of OPcache's numbers (csrc/opcache.c, from opcache_get_status(false)).
+// A sample of OPcache's numbers (csrc/opcache.c, from the zend_accel_usage the OPcache patch
+// adds).
 void pw_rs_opcache_usage(uint64_t memory_used,
                          uint64_t memory_free,
                          uint64_t memory_wasted,

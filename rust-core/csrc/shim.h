@@ -102,7 +102,7 @@ void pw_crash_trail_request(const char *script);
  * worker generation. Runs PHP functions: call inside a request. */
 void pw_opcache_revalidate(void);
 /* opcache.c: samples OPcache's memory and hit counters for the engine's snapshot, when
- * due; call where PHP code may run between a request's script and its end. */
+ * due; calls no PHP, so it cannot bail out. */
 void pw_opcache_sample(void);
 
 /* The PHP functions of the php_worker module, in its function table (module.c). */

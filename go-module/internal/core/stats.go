@@ -54,7 +54,7 @@ type OpcacheStats struct {
 	Usage *OpcacheUsage `json:"usage"`
 }
 
-// OpcacheUsage is OPcache's shared memory and hit counters (opcache_get_status()).
+// OpcacheUsage is OPcache's shared memory and hit counters, as opcache_get_status() reports them.
 type OpcacheUsage struct {
 	MemoryUsed    uint64 `json:"memory_used"`
 	MemoryFree    uint64 `json:"memory_free"`

@@ -81,9 +81,9 @@ pub struct OpcacheStats {
     pub restarts_opcache_reset: u64,
     /// Holds that ended before every thread came out (a long request ran).
     pub holds_timed_out: u64,
-    /// OPcache's own numbers (opcache_get_status()), sampled by a PHP thread at most
-    /// once a second; None until a sample was taken (no request yet, OPcache off, or
-    /// opcache.restrict_api set).
+    /// OPcache's own numbers (those opcache_get_status() reports), sampled by a PHP
+    /// thread at most once a second; None until a sample was taken (no request yet,
+    /// OPcache off or in files only, or a PHP build without php_worker's OPcache patches).
     pub usage: Option<OpcacheUsage>,
 }
 
@@ -106,8 +106,8 @@ static SAMPLED_AT: AtomicU64 = AtomicU64::new(0);
 /// How often PHP threads sample OPcache's numbers.
 const SAMPLE_EVERY_MS: u64 = 1000;
 
-/// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, at a
-/// point where PHP code may run): true for one thread at most once a second.
+/// Whether the calling PHP thread should sample OPcache now (csrc/opcache.c asks, between
+/// requests or at a request's end): true for one thread at most once a second.
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_opcache_sample_due() -> bool {
     guard(false, || {
@@ -118,7 +118,8 @@ pub extern "C" fn pw_rs_opcache_sample_due() -> bool {
     })
 }
 
-/// A sample of OPcache's numbers (csrc/opcache.c, from opcache_get_status(false)).
+/// A sample of OPcache's numbers (csrc/opcache.c, from the zend_accel_usage the OPcache patch
+/// adds).
 #[unsafe(no_mangle)]
 pub extern "C" fn pw_rs_opcache_usage(
     memory_used: u64,
