@@ -93,6 +93,44 @@ def survival(start_server):
     assert srv.stop() == 0
 
 
+def test_opcache_numbers_are_those_php_reports(survival):
+    """The OPcache numbers of the metrics and the thread snapshot, read by PHP threads while
+    8 clients run cached code, are the ones opcache_get_status() gives a script: the status
+    page and dashboards can be trusted. The read calls no PHP, so it cannot fail a request
+    (every answer of the load is checked)."""
+    srv = survival
+    load = Load(srv, 8)
+    time.sleep(2)
+    ok, failures = load.finish()
+    assert failures == [], failures[:5]
+    assert ok > 50
+    time.sleep(1.2)  # a sample is due again (one a second at most)
+    # The classic request reads OPcache's numbers; the sample at its end reads the same
+    # shared counters, and no other request runs in between.
+    status = srv.get("/status.php").json()
+    stats, memory = status["statistics"], status["memory"]
+    deadline = time.time() + 5
+    while True:
+        usage = srv.threads()["opcache"]["usage"]
+        if usage and usage["hits"] >= stats["hits"] or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    print(f"\nOPcache: PHP says {stats['hits']} hits, {stats['misses']} misses, {stats['num_cached_scripts']} scripts,"
+          f" {memory['used_memory']} B used; the snapshot says {usage}")
+    assert usage, "a PHP thread sampled OPcache"
+    assert (usage["hits"], usage["misses"], usage["cached_scripts"]) == \
+        (stats["hits"], stats["misses"], stats["num_cached_scripts"])
+    assert stats["hits"] > ok, "every request of the load ran from the cache"
+    assert usage["memory_used"] + usage["memory_free"] + usage["memory_wasted"] == \
+        memory["used_memory"] + memory["free_memory"] + memory["wasted_memory"], "the same shared memory"
+    assert usage["memory_used"] > 0 and usage["memory_free"] > 0
+    assert metric(srv, "php_worker_opcache_hits_total") == {"": float(usage["hits"])}
+    assert metric(srv, "php_worker_opcache_cached_scripts") == {"": float(usage["cached_scripts"])}
+    assert metric(srv, "php_worker_opcache_memory_bytes") == {
+        '{state="used"}': float(usage["memory_used"]), '{state="free"}': float(usage["memory_free"]),
+        '{state="wasted"}': float(usage["memory_wasted"])}
+
+
 def test_opcache_reset_under_load_fails_no_request(survival):
     """A deploy script resets OPcache again and again, from classic requests and from a
     worker, while 10 clients run cached code in classic and worker mode: every request
