@@ -6,7 +6,7 @@
 # clean Debian root (tests/install/clean-root.sh).
 #
 # Then on PHP 8.2, built apart (target/php-8.2/caddy): the fault, survival, worker,
-# reload, CLI, extension and FrankenPHP-parity tests.
+# reload, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
@@ -95,7 +95,7 @@ mkdir -p target/php-8.2
 env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
 	CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
 [[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; exit 1; }
-stage "PHP 8.2: faults, survival, workers, reloads, the command line, extensions, parity and Xdebug, end to end"
+stage "PHP 8.2: faults, survival, workers, reloads, the command line, extensions, parity, Xdebug and the profiler, end to end"
 PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_faults.py tests/e2e/test_survival.py \
 	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_cli.py tests/e2e/test_extensions.py tests/e2e/test_parity.py \
-	tests/e2e/test_debug.py
+	tests/e2e/test_debug.py tests/e2e/test_profile.py
