@@ -21,6 +21,12 @@ static bool pw_opcache_event(int event, int reason)
 	return pw_rs_opcache_event(event, reason);
 }
 
+/* zend_accel_usage(), which scripts/php-patches/<minor>/opcache-usage.patch adds: OPcache's
+ * counters read without calling PHP, so a sample can neither allocate nor bail out. Looked
+ * up once at startup; NULL with an unpatched OPcache, which then goes unreported. */
+typedef bool (*pw_accel_usage_fn)(uint64_t out[6]);
+static pw_accel_usage_fn pw_accel_usage;
+
 pw_opcache_hook pw_shim_opcache_attach(void)
 {
 	if (!zend_get_extension("Zend OPcache")) {
@@ -83,12 +89,6 @@ void pw_opcache_revalidate(void)
 	}
 	zval_ptr_dtor(&status);
 }
-
-/* zend_accel_usage(), which scripts/php-patches/<minor>/opcache-usage.patch adds: OPcache's
- * counters read without calling PHP, so a sample can neither allocate nor bail out. Looked
- * up once at startup; NULL with an unpatched OPcache, which then goes unreported. */
-typedef bool (*pw_accel_usage_fn)(uint64_t out[6]);
-static pw_accel_usage_fn pw_accel_usage;
 
 void pw_opcache_sample(void)
 {
