@@ -96,7 +96,10 @@ export CGO_LDFLAGS="-L$target_dir/release -L$prefix/lib -Wl,--export-dynamic -Wl
 out=dist/php_worker
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
-XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx" \
+# The same profile-guided optimisation as ./xcaddy.sh's.
+pgo=off
+[ ! -f go-module/default.pgo ] || pgo=$PWD/go-module/default.pgo
+XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)"/*.so "$out/lib/php_worker/" # OPcache and the developer extensions
 ln -s caddy "$out/bin/frankenphp" # FrankenPHP's name, which Laravel Octane looks for

@@ -5,6 +5,7 @@
 #   tests/bench/run.sh           full run (about 15 minutes on 2 cores): writes
 #                                tests/bench/RESULTS.md and tests/bench/results.png
 #   tests/bench/run.sh --quick   every workload briefly, checking every server's answers
+#   tests/bench/run.sh --go-pgo  writes go-module/default.pgo (tests/bench/go-pgo.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,4 +27,6 @@ if [[ " $* " != *" --quick "* ]]; then
 		cargo install inferno --version "$INFERNO_VERSION" --locked --quiet
 	fi
 fi
+# --go-pgo: the profile Go's PGO builds Caddy with (go-module/default.pgo).
+[ "${1:-}" != --go-pgo ] || exec python3 tests/bench/go-pgo.py
 exec python3 tests/bench/bench.py "$@"
