@@ -1440,6 +1440,14 @@ def component_table(w, components, cpu_us):
     w("")
 
 
+def peer_lines(w, peer):
+    """Which FrankenPHP the table's FrankenPHP rows ran, and how it was set up."""
+    if peer:
+        w(f"FrankenPHP rows: `{peer['version_line']}`, {peer['how']}; the same scripts and PHP threads as "
+          "php_worker's rows (in worker mode num_threads 5, 4 of them the worker's), php_ini memory_limit 128M, "
+          "OPcache, and its performance guide's `file_server off`, `match *` and GODEBUG=cgocheck=0.\n")
+
+
 def write_laravel(w, laravel):
     w("## 2. A real framework: a Laravel 8 page\n")
     w("Debian's Laravel 8 (php-laravel-framework, no Composer), the test app of tests/e2e/laravel: `GET /page` "
@@ -1460,6 +1468,7 @@ def write_laravel(w, laravel):
         w(f"| {r['server']} | {fmt(p['ok_rps'])} | {' / '.join(fmt(x) for x in r['peaks'])} | {ratio} | "
           f"{r['cpu_us']:,.0f} | {p['p50_ms']:.1f} | {p['p99_ms']:.1f} | {p['bad']} |")
     w("")
+    peer_lines(w, laravel.get("frankenphp"))
     prof = next((r["profile"] for r in rows if r.get("profile")), None)
     if prof:
         w("Where worker mode's CPU goes on this page (perf, by binary; PHP's build has no frame pointers, "
@@ -1526,6 +1535,11 @@ def write_results(results, elapsed):
         lf = next(r for r in lr if "php-fpm" in r["server"])
         w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
           f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
+    ratios = peer_ratios(results)
+    if ratios:
+        peer = (hello.get("frankenphp") or (results.get("laravel") or {}).get("frankenphp"))["name"]
+        w(f"- php_worker / {peer}, requests per second (same scripts and PHP threads): " +
+          "; ".join(f"{what} **{a / b:.2f}×**" for what, a, b in ratios) + ".")
     w(f"- Memory: **{mem['per_thread_mb']:.1f} MB** of RSS per added worker thread.\n")
 
     w("## 1. Hello world\n")
@@ -1540,6 +1554,7 @@ def write_results(results, elapsed):
         w(f"| {r['server']} | {fmt(r['peak']['ok_rps'])} | {rounds} | {fmt(r['rate'])} | {s['p50_ms']:.2f} | "
           f"{s['p90_ms']:.2f} | {s['p99_ms']:.2f} | {s['p999_ms']:.2f} | {r['peak']['bad'] + s['bad']} |")
     w("")
+    peer_lines(w, hello.get("frankenphp"))
     if hello.get("large"):
         w("Large responses: 1 MB, sent by PHP in one echo; closed loop, 8 connections, 5 s, the median of five "
           "rounds that visit the PHP servers in turn. By default php_worker copies the body out of the PHP "
