@@ -409,6 +409,17 @@ class FrankenPhp(Server):
         self.proc = subprocess.Popen([self.peer["binary"], "run", "--config", str(d / "Caddyfile"), "--adapter",
                                       "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
         wait_port(self.port, self.proc)
+        # Caddy may open the port before FrankenPHP's threads are up, and a request that
+        # comes in between can wait forever (as https://github.com/php/frankenphp/pull/2612
+        # describes for classic threads; seen here with Laravel's workers, whose boot makes
+        # the window longer): wait for FrankenPHP's own "started" line.
+        deadline = time.time() + 60
+        while b'"FrankenPHP started' not in (d / "caddy.log").read_bytes():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"FrankenPHP exited with {self.proc.returncode}")
+            if time.time() > deadline:
+                raise RuntimeError("FrankenPHP did not log that it started within 60 s")
+            time.sleep(0.05)
 
 
 PEER_CACHE = Path.home() / ".cache" / "php_worker" / "peer"
