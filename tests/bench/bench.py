@@ -14,6 +14,7 @@ line in its list below.
 
 import argparse
 import datetime
+import hashlib
 import http.client
 import json
 import os
@@ -134,7 +135,7 @@ class Server:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
-            caddy = isinstance(self, (PhpWorker, CaddyRespond))
+            caddy = isinstance(self, (PhpWorker, CaddyRespond, FrankenPhp))
             self.proc.send_signal(signal.SIGINT if caddy else signal.SIGQUIT)
             try:
                 self.proc.wait(timeout=40)
@@ -353,6 +354,222 @@ http {{
                 self.fpm.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.fpm.kill()
+
+
+class FrankenPhp(Server):
+    """FrankenPHP (--frankenphp), side by side with php_worker: worker mode when `worker`
+    names a script, else classic. The same thread counts and memory_limit as php_worker,
+    OPcache loaded, and its performance guide applied (file_server off, match *,
+    GODEBUG=cgocheck=0)."""
+
+    def __init__(self, peer, app, threads, worker=None, env=None, label=None):
+        super().__init__()
+        self.peer, self.app, self.threads, self.worker, self.env = peer, app, threads, worker, env or {}
+        mode = "worker" if worker else "classic"
+        self.name = label or f"{peer['name']} {mode}, {threads} threads (PHP {peer['php']})"
+
+    def start(self):
+        d = self._workdir("frankenphp")
+        root = APPS / self.app / "public"
+        env_lines = "".join(f"\t\t\tenv {k} {v}\n" for k, v in self.env.items())
+        if self.worker:
+            # Every request goes to the worker; num_threads must exceed the workers' threads.
+            # Absolute paths: a relative worker file resolves against php_server's root.
+            site = f"""		worker {{
+			file {APPS / self.app / self.worker}
+			num {self.threads}
+			match *
+{env_lines}		}}
+"""
+            total = self.threads + 1
+        else:
+            site = "".join(f"\t\tenv {k} {v}\n" for k, v in self.env.items())
+            total = self.threads
+        ini_lines = "".join(f"\t\tphp_ini {k} {v}\n" for k, v in self.peer["ini"].items())
+        (d / "Caddyfile").write_text(f"""{{
+	admin off
+	persist_config off
+	frankenphp {{
+		num_threads {total}
+{ini_lines}	}}
+}}
+
+:{self.port} {{
+	bind 127.0.0.1
+	root * {root}
+	php_server {{
+		root {root}
+		file_server off
+{site}	}}
+}}
+""")
+        self.log_file = open(d / "caddy.log", "wb")
+        env = dict(os.environ, GODEBUG="cgocheck=0", XDG_CONFIG_HOME=str(d), XDG_DATA_HOME=str(d),
+                   **{k: str(v) for k, v in self.env.items()})
+        self.proc = subprocess.Popen([self.peer["binary"], "run", "--config", str(d / "Caddyfile"), "--adapter",
+                                      "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
+        wait_port(self.port, self.proc)
+        # Caddy may open the port before FrankenPHP's threads are up, and a request that
+        # comes in between can wait forever (as https://github.com/php/frankenphp/pull/2612
+        # describes for classic threads; seen here with Laravel's workers, whose boot makes
+        # the window longer): wait for FrankenPHP's own "started" line.
+        deadline = time.time() + 60
+        while b'"FrankenPHP started' not in (d / "caddy.log").read_bytes():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"FrankenPHP exited with {self.proc.returncode}")
+            if time.time() > deadline:
+                raise RuntimeError("FrankenPHP did not log that it started within 60 s")
+            time.sleep(0.05)
+
+
+PEER_CACHE = Path.home() / ".cache" / "php_worker" / "peer"
+
+
+def frankenphp_peer(spec):
+    """The FrankenPHP peer for --frankenphp: {binary, name, php, version_line, how, ini},
+    or None, after one line saying why, when it cannot be had (the bench goes on without
+    it). `spec` is a FrankenPHP binary, or a folder holding build-frankenphp.sh and a
+    frankenphp-<version>.tar.gz, built once against the PHP of ./caddy (PHP_CONFIG) and
+    cached under ~/.cache/php_worker/peer/."""
+    try:
+        return _frankenphp_peer(Path(spec).expanduser())
+    except Exception as e:  # whatever goes wrong with the peer, the bench goes on
+        log(f"FrankenPHP: {e}; going on without it")
+        return None
+
+
+def _frankenphp_peer(path):
+    php_config = os.environ.get("PHP_CONFIG")
+    if path.is_file():
+        if not os.access(path, os.X_OK):
+            raise RuntimeError(f"{path} is not executable")
+        binary, how = path.resolve(), "the binary given with --frankenphp"
+    elif path.is_dir():
+        binary = build_frankenphp(path, php_config)
+        build = Path(php_config).resolve().parents[1].name
+        how = f"built by the bench from its source and linked with ./caddy's PHP build ({build})"
+    else:
+        raise RuntimeError(f"{path} is neither a FrankenPHP binary nor a folder holding build-frankenphp.sh")
+    try:
+        p = subprocess.run([str(binary), "version"], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise RuntimeError(f"{binary} does not run ({e.strerror})")
+    line = (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr).strip() else ""
+    m = re.search(r"FrankenPHP v?(\S+)", line)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"{binary} is not a FrankenPHP binary (`version` said {line[:200]!r})")
+    php = re.search(r"\bPHP (\d+\.\d+\.\d+)", line)
+    php = php.group(1) if php else run_php(binary, "echo PHP_VERSION;")
+    ini = {"memory_limit": "128M"}  # as php_worker's rows
+    # OPcache, a shared object in php_worker's PHP build, is loaded as php_worker loads it.
+    if run_php(binary, "echo extension_loaded('Zend OPcache') ? 1 : 0;") != "1":
+        so = None
+        if php_config:
+            ext_dir = subprocess.run([php_config, "--extension-dir"], capture_output=True, text=True).stdout.strip()
+            version = subprocess.run([php_config, "--version"], capture_output=True, text=True).stdout.strip()
+            so = Path(ext_dir) / "opcache.so" if version == php else None
+        if not so or not so.exists():
+            raise RuntimeError(f"{binary} has no OPcache, and PHP_CONFIG's PHP has none for PHP {php}")
+        ini["zend_extension"] = str(so)
+    peer = {"binary": str(binary), "name": f"FrankenPHP {m.group(1)}", "php": php, "version_line": line,
+            "how": how, "ini": ini}
+    # Both modes start and run PHP as set up here, so the workloads' rounds do not fail
+    # on the peer (and do not measure it without OPcache).
+    app = WORK / "frankenphp-probe"
+    (app / "public").mkdir(parents=True, exist_ok=True)
+    probe = ("echo json_encode(['opcache' => function_exists('opcache_get_status') && "
+             "((opcache_get_status(false) ?: [])['opcache_enabled'] ?? false), "
+             "'memory_limit' => ini_get('memory_limit')]);")
+    (app / "public" / "index.php").write_text(f"<?php\n{probe}\n")
+    (app / "worker.php").write_text(f"<?php\nwhile (frankenphp_handle_request(function () {{ {probe} }})) {{}}\n")
+    want = {"opcache": True, "memory_limit": ini["memory_limit"]}
+    for worker in ("worker.php", None):
+        server = FrankenPhp(peer, app, threads=1, worker=worker)
+        try:
+            try:
+                server.start()
+                status, body = http_get(server.port, "/")
+            except (OSError, RuntimeError) as e:
+                raise RuntimeError(f"{server.name} did not answer ({e}; log: {server.workdir}/caddy.log)")
+            try:
+                ok = status == 200 and json.loads(body) == want
+            except ValueError:
+                ok = False
+            if not ok:
+                raise RuntimeError(f"{server.name} answered {status} {body[:200]!r}, not {json.dumps(want)} "
+                                   f"(log: {server.workdir}/caddy.log)")
+        finally:
+            server.stop()
+    log(f"FrankenPHP: {line} ({binary})")
+    return peer
+
+
+def run_php(binary, code):
+    """What `<binary> php-cli -r <code>` prints (FrankenPHP's PHP CLI)."""
+    p = subprocess.run([str(binary), "php-cli", "-r", code], capture_output=True, text=True, timeout=60)
+    return p.stdout.strip()
+
+
+def build_frankenphp(folder, php_config):
+    """Builds FrankenPHP from folder's frankenphp-<version>.tar.gz against php_config's PHP,
+    once: the binary is cached under ~/.cache/php_worker/peer/frankenphp-<version>-<hash of
+    the PHP build's path and version>/. The folder's build-frankenphp.sh prepares the
+    source: run as `build-frankenphp.sh prepare` with FRANKENPHP_SNAPSHOT (the tarball),
+    PHP_CONFIG and PEER_DIR set, it unpacks it into $PEER_DIR/src, patches it and fetches
+    its Go modules, for the Go build tags its `TAGS=` line names. The link is done here:
+    ./caddy's PHP is a static embed SAPI (libphp.a, no libphp.so), which FrankenPHP links
+    whole, exporting PHP's symbols for OPcache's shared object, as ./caddy does (a PHP
+    with a libphp.so links too)."""
+    script = folder / "build-frankenphp.sh"
+    tarballs = sorted(folder.glob("frankenphp-*.tar.gz"),
+                      key=lambda t: [int(x) if x.isdigit() else x for x in re.split(r"[.-]", t.name)])
+    if not script.is_file() or not tarballs:
+        raise RuntimeError(f"{folder} holds no build-frankenphp.sh and frankenphp-<version>.tar.gz")
+    if not php_config:
+        raise RuntimeError("PHP_CONFIG is not set (tests/bench/run.sh sets it through scripts/env.sh)")
+    tarball = tarballs[-1]
+    version = tarball.name[len("frankenphp-"):-len(".tar.gz")].lstrip("v")
+    config = lambda *a: subprocess.run([php_config, *a], capture_output=True, text=True, check=True).stdout.strip()
+    php_version = config("--version")
+    key = hashlib.sha256(f"{Path(php_config).resolve()}\n{php_version}".encode()).hexdigest()[:8]
+    dest = PEER_CACHE / f"frankenphp-{version}-{key}"
+    binary = dest / "frankenphp"
+    if binary.exists():
+        return binary
+    tags = re.search(r"^TAGS=(\S+)", script.read_text(), re.M)
+    if not tags:
+        raise RuntimeError(f"no TAGS= line in {script}")
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    dest.mkdir(parents=True, exist_ok=True)
+    build_log = dest / "build.log"
+    log(f"FrankenPHP: building {version} against PHP {php_version} into {dest} (several minutes, once; "
+        f"log in {build_log.name})")
+    started = time.time()
+    env = dict(os.environ, FRANKENPHP_SNAPSHOT=str(tarball), PHP_CONFIG=php_config, PEER_DIR=str(dest),
+               PATH=f"{Path(go).parent}:{os.environ.get('PATH', '')}")
+    with open(build_log, "wb") as out:
+        p = subprocess.run(["bash", str(script), "prepare"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                           timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"build-frankenphp.sh prepare failed (exit {p.returncode}, see {build_log})")
+        prefix = config("--prefix")
+        env.update(
+            CGO_ENABLED="1", GOTOOLCHAIN="local", GOFLAGS="-mod=mod -buildvcs=false",
+            CGO_CFLAGS=f"-DFRANKENPHP_VERSION={version} {config('--includes')}",
+            CGO_LDFLAGS=f"-L{prefix}/lib -Wl,-rpath,{prefix}/lib -Wl,--export-dynamic {config('--ldflags')} "
+                        f"{config('--libs')}")
+        ldflags = (f"-w -s -X 'github.com/caddyserver/caddy/v2.CustomVersion=FrankenPHP {version} PHP {php_version} "
+                   "Caddy' -X 'github.com/caddyserver/caddy/v2.CustomBinaryName=frankenphp' "
+                   "-X 'github.com/caddyserver/caddy/v2/modules/caddyhttp.ServerHeader=FrankenPHP Caddy'")
+        tmp = dest / "frankenphp.tmp"
+        p = subprocess.run([go, "build", "-trimpath", "-tags", tags.group(1), "-o", str(tmp), "-ldflags", ldflags, "."],
+                           cwd=dest / "src" / "caddy" / "frankenphp", stdout=out, stderr=subprocess.STDOUT, env=env,
+                           timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"go build of FrankenPHP failed (exit {p.returncode}, see {build_log})")
+    tmp.rename(binary)  # only a whole build is reused
+    log(f"FrankenPHP: built in {time.time() - started:.0f} s")
+    return binary
 
 
 # ---- load ----------------------------------------------------------------------------
@@ -574,7 +791,7 @@ def fmt_ms(x):
 
 
 
-def hello_servers(baseline=None):
+def hello_servers(baseline=None, peer=None):
     servers = [
         PhpWorker("hello", threads=4, worker="worker.php"),
         PhpWorker("hello", threads=4),
@@ -585,6 +802,11 @@ def hello_servers(baseline=None):
         # Another build of php_worker (an earlier commit), measured in the same rounds.
         servers.insert(1, PhpWorker("hello", threads=4, worker="worker.php", binary=baseline,
                                     label="php_worker worker, 4 threads (baseline build)"))
+    if peer:
+        # FrankenPHP, the same scripts and thread counts, in the same rounds.
+        at = len(servers) - 2
+        servers[at:at] = [FrankenPhp(peer, "hello", threads=4, worker="worker.php"),
+                          FrankenPhp(peer, "hello", threads=4)]
     return servers
 
 
@@ -592,12 +814,12 @@ def is_hello(body):
     return body == b"Hello, world!"
 
 
-def workload_hello(q, baseline=None):
+def workload_hello(q, baseline=None, peer=None):
     """Hello world: maximum throughput (closed loop, 64 connections), then latency at a
     fixed rate of half each server's maximum. The servers run side by side and the
     maximum is the median of rounds that visit each in turn, so a slow minute of a
     shared machine does not land on one server only."""
-    servers = hello_servers(baseline)
+    servers = hello_servers(baseline, peer)
     runs = [Run(server, "/", is_hello) for server in servers]
     for run in runs:
         run.__enter__()
@@ -640,7 +862,7 @@ def workload_hello(q, baseline=None):
     large = hello_servers(baseline)
     large.insert(1, PhpWorker("hello", threads=4, worker="worker.php", unbuffered=True,
                               label="php_worker worker, 4 threads, response_buffer off"))
-    return {"rows": rows, "cost": cost, "large": large_responses(large, q)}
+    return {"rows": rows, "cost": cost, "large": large_responses(large, q), "frankenphp": peer_note(peer)}
 
 
 LARGE_PATH = "/?large=1"
@@ -808,11 +1030,11 @@ def current_laravel():
     return p.stdout.strip()
 
 
-def laravel_servers(baseline=None):
+def laravel_servers(baseline=None, peer=None):
     """Debian's Laravel 8 (the test app of tests/e2e/laravel) and, on PHP 8.3+, the same
     app on Laravel 13 from sid; 4 PHP threads or children each; every server keeps its
     sessions and compiled views in a folder of its own. With a baseline build, its worker
-    mode on Laravel 8 runs in the same rounds."""
+    mode on Laravel 8 runs in the same rounds; with FrankenPHP, its worker mode too."""
     def env(name, root=None):
         return {"LARAVEL_CACHE_DIR": str(WORK / f"laravel-{name}"), **({"LARAVEL_PHP_ROOT": root} if root else {})}
     current = []
@@ -824,9 +1046,14 @@ def laravel_servers(baseline=None):
         minor = ".".join(map(str, binary_php_version(baseline)))
         current.append(PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("baseline"), binary=baseline,
                                  label=f"Laravel 8, php_worker worker, 4 threads (baseline build, PHP {minor})"))
+    peers = []
+    if peer:
+        peers = [FrankenPhp(peer, LARAVEL_APP, threads=4, worker="public/worker.php", env=env("frankenphp"),
+                            label=f"Laravel 8, {peer['name']} worker, 4 threads (PHP {peer['php']})")]
     return current + [
         PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("worker"),
                   label="Laravel 8, php_worker worker, 4 threads"),
+        *peers,
         # PHP's JIT under ZTS, as a production php.ini could turn it on.
         PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", env=env("jit"),
                   ini={"opcache.jit_buffer_size": "64M", "opcache.jit": "tracing"},
@@ -851,12 +1078,12 @@ def session_cookie(server):
     return "; ".join(cookies)
 
 
-def workload_laravel(q, baseline=None):
+def workload_laravel(q, baseline=None, peer=None):
     """A real framework: a Laravel 8 page through the `web` middleware group (encrypted
     cookies, a file session, CSRF, a Blade view), closed loop at 32 connections, the
     median of rounds that visit each server in turn. Then where php_worker's worker mode
     spends its CPU on it."""
-    servers = laravel_servers(baseline)
+    servers = laravel_servers(baseline, peer)
     runs = [Run(server, LARAVEL_PAGE, is_laravel_page) for server in servers]
     for run in runs:
         run.__enter__()
@@ -890,7 +1117,12 @@ def workload_laravel(q, baseline=None):
     finally:
         for run in runs:
             run.__exit__(None, None, None)
-    return {"rows": rows}
+    return {"rows": rows, "frankenphp": peer_note(peer)}
+
+
+def peer_note(peer):
+    """What RESULTS.md says of the FrankenPHP rows' binary and PHP, or None."""
+    return peer and {k: peer[k] for k in ("name", "php", "version_line", "how")}
 
 
 def go_tool():
@@ -1219,6 +1451,14 @@ def component_table(w, components, cpu_us):
     w("")
 
 
+def peer_lines(w, peer):
+    """Which FrankenPHP the table's FrankenPHP rows ran, and how it was set up."""
+    if peer:
+        w(f"FrankenPHP rows: `{peer['version_line']}`, {peer['how']}; the same scripts and PHP threads as "
+          "php_worker's rows (in worker mode num_threads 5, 4 of them the worker's), php_ini memory_limit 128M, "
+          "OPcache, and its performance guide's `file_server off`, `match *` and GODEBUG=cgocheck=0.\n")
+
+
 def write_laravel(w, laravel):
     w("## 2. A real framework: a Laravel 8 page\n")
     w("Debian's Laravel 8 (php-laravel-framework, no Composer), the test app of tests/e2e/laravel: `GET /page` "
@@ -1239,6 +1479,7 @@ def write_laravel(w, laravel):
         w(f"| {r['server']} | {fmt(p['ok_rps'])} | {' / '.join(fmt(x) for x in r['peaks'])} | {ratio} | "
           f"{r['cpu_us']:,.0f} | {p['p50_ms']:.1f} | {p['p99_ms']:.1f} | {p['bad']} |")
     w("")
+    peer_lines(w, laravel.get("frankenphp"))
     prof = next((r["profile"] for r in rows if r.get("profile")), None)
     if prof:
         w("Where worker mode's CPU goes on this page (perf, by binary; PHP's build has no frame pointers, "
@@ -1255,6 +1496,24 @@ def write_laravel(w, laravel):
             component_table(w, prof["components"], cpu)
         if prof.get("flame_graph"):
             w(f"Flame graph: [{prof['flame_file']}]({prof['flame_file']}).\n")
+
+
+def peer_ratios(results):
+    """php_worker's and FrankenPHP's requests per second where both ran, as (what, ours,
+    theirs): hello world in worker and classic mode, the Laravel page in worker mode."""
+    lines = []
+    for workload, what, ours, theirs in (
+            ("hello", "hello world in worker mode", "php_worker worker, 4 threads", r"FrankenPHP \S+ worker, 4 threads"),
+            ("hello", "hello world in classic mode", "php_worker classic, 4 threads",
+             r"FrankenPHP \S+ classic, 4 threads"),
+            ("laravel", "the Laravel 8 page in worker mode", "Laravel 8, php_worker worker, 4 threads",
+             r"Laravel 8, FrankenPHP \S+ worker, 4 threads")):
+        rows = (results.get(workload) or {}).get("rows", [])
+        a = next((r["peak"]["ok_rps"] for r in rows if r["server"] == ours), None)
+        b = next((r["peak"]["ok_rps"] for r in rows if re.match(theirs, r["server"])), None)
+        if a and b:
+            lines.append((what, a, b))
+    return lines
 
 
 def write_results(results, elapsed):
@@ -1287,6 +1546,11 @@ def write_results(results, elapsed):
         lf = next(r for r in lr if "php-fpm" in r["server"])
         w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
           f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
+    ratios = peer_ratios(results)
+    if ratios:
+        peer = (hello.get("frankenphp") or (results.get("laravel") or {}).get("frankenphp"))["name"]
+        w(f"- php_worker / {peer}, requests per second (same scripts and PHP threads): " +
+          "; ".join(f"{what} **{a / b:.2f}×**" for what, a, b in ratios) + ".")
     w(f"- Memory: **{mem['per_thread_mb']:.1f} MB** of RSS per added worker thread.\n")
 
     w("## 1. Hello world\n")
@@ -1301,6 +1565,7 @@ def write_results(results, elapsed):
         w(f"| {r['server']} | {fmt(r['peak']['ok_rps'])} | {rounds} | {fmt(r['rate'])} | {s['p50_ms']:.2f} | "
           f"{s['p90_ms']:.2f} | {s['p99_ms']:.2f} | {s['p999_ms']:.2f} | {r['peak']['bad'] + s['bad']} |")
     w("")
+    peer_lines(w, hello.get("frankenphp"))
     if hello.get("large"):
         w("Large responses: 1 MB, sent by PHP in one echo; closed loop, 8 connections, 5 s, the median of five "
           "rounds that visit the PHP servers in turn. By default php_worker copies the body out of the PHP "
@@ -1678,6 +1943,12 @@ def main():
                         help="also measure hello world and the Laravel page in worker mode (and the slow uploads) "
                              "with this other php_worker build, in the same rounds (with --only hello laravel: a "
                              "before/after comparison, or PHP 8.4 against 8.2)")
+    parser.add_argument("--frankenphp", metavar="PATH",
+                        help="also measure FrankenPHP in hello world (worker and classic) and the Laravel page "
+                             "(worker), in the same rounds: PATH is a FrankenPHP binary, or a folder holding "
+                             "build-frankenphp.sh and frankenphp-<version>.tar.gz, built once against ./caddy's PHP "
+                             "and cached in ~/.cache/php_worker/peer/ (when that fails, the bench says why and goes on "
+                             "without FrankenPHP)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
@@ -1690,22 +1961,31 @@ def main():
     check(CADDY.exists(), "./caddy is missing: run ./xcaddy.sh")
     WORK.mkdir(parents=True, exist_ok=True)
     selected = args.only or WORKLOADS
+    peer = None
+    if args.frankenphp and ("hello" in selected or "laravel" in selected):
+        log("== FrankenPHP")
+        peer = frankenphp_peer(args.frankenphp)
     started = time.time()
     results = {}
     if "hello" in selected:
         log("== hello world")
-        results["hello"] = workload_hello(q, args.baseline)
-        if args.baseline:
+        results["hello"] = workload_hello(q, args.baseline, peer)
+        if args.baseline or peer:
+            shown = ("php_worker", "FrankenPHP") if peer else ("php_worker worker",)
             for row in results["hello"]["rows"]:
-                if row["server"].startswith("php_worker worker"):
-                    log(f"  {row['server']}: median {row['peak']['ok_rps']:,.0f} req/s, rounds {row['peaks']}, "
-                        f"p50 {row['steady']['p50_ms']:.2f} ms / p99 {row['steady']['p99_ms']:.2f} ms at {row['rate']} req/s")
-            for row in results["hello"]["large"]:
+                if row["server"].startswith(shown):
+                    log(f"  {row['server']}: median {row['peak']['ok_rps']:,.0f} req/s, rounds "
+                        f"{[round(x) for x in row['peaks']]}, p50 {row['steady']['p50_ms']:.2f} ms / p99 "
+                        f"{row['steady']['p99_ms']:.2f} ms at {row['rate']} req/s")
+            for row in results["hello"]["large"] if args.baseline else []:
                 log(f"  1 MB responses, {row['server']}: median {row['rps']:,.0f} req/s, rounds "
                     f"{[round(x) for x in row['rounds']]}")
     if "laravel" in selected:
         log("== Laravel page")
-        results["laravel"] = workload_laravel(q, args.baseline)
+        results["laravel"] = workload_laravel(q, args.baseline, peer)
+    if peer:
+        for what, a, b in peer_ratios(results):
+            log(f"  php_worker / FrankenPHP, {what}: {a / b:.2f}× ({a:,.0f} vs {b:,.0f} req/s)")
     if "boot" in selected:
         log("== framework boot cost")
         results["boot"] = workload_boot(q)

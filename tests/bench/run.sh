@@ -6,6 +6,10 @@
 #                                tests/bench/RESULTS.md and tests/bench/results.png
 #   tests/bench/run.sh --quick   every workload briefly, checking every server's answers
 #   tests/bench/run.sh --go-pgo  writes go-module/default.pgo (tests/bench/go-pgo.py)
+#   tests/bench/run.sh --frankenphp PATH --only hello laravel
+#                                FrankenPHP in the same rounds; PATH is its binary, or a folder
+#                                with build-frankenphp.sh and frankenphp-<version>.tar.gz (built
+#                                once against ./caddy's PHP, cached in ~/.cache/php_worker/peer/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
