@@ -410,9 +410,8 @@ class FrankenPhp(Server):
                                       "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
         wait_port(self.port, self.proc)
         # Caddy may open the port before FrankenPHP's threads are up, and a request that
-        # comes in between can wait forever (as https://github.com/php/frankenphp/pull/2612
-        # describes for classic threads; seen here with Laravel's workers, whose boot makes
-        # the window longer): wait for FrankenPHP's own "started" line.
+        # comes in between can wait forever (FrankenPHP 1.12.7; seen here with Laravel's
+        # workers, whose boot makes the window longer): wait for its own "started" line.
         deadline = time.time() + 60
         while b'"FrankenPHP started' not in (d / "caddy.log").read_bytes():
             if self.proc.poll() is not None:
