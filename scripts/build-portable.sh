@@ -96,9 +96,9 @@ export CGO_LDFLAGS="-L$target_dir/release -L$prefix/lib -Wl,--export-dynamic -Wl
 out=dist/php_worker
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
-# The same profile-guided optimisation as ./xcaddy.sh's.
+# Go's profile-guided optimisation with PHP_WORKER_GO_PGO=on, as for ./xcaddy.sh.
 pgo=off
-[ ! -f go-module/default.pgo ] || pgo=$PWD/go-module/default.pgo
+[ "${PHP_WORKER_GO_PGO:-}" != on ] || pgo=$PWD/go-module/default.pgo
 XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)"/*.so "$out/lib/php_worker/" # OPcache and the developer extensions
