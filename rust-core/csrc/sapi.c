@@ -12,11 +12,14 @@
 
 static void *pw_additional_module;
 
-/* libxml2 before 2.12 sets up its catalogs on first use, and two threads doing that at once
- * can both create the catalog mutex: one then unlocks the other's and every later catalog
- * lookup (SoapClient, DOM with a DTD, XSL) waits forever. Done once here, on the thread
- * that starts the engine, before any PHP thread runs. Weak: a PHP built without libxml. */
+/* libxml2 before 2.12 sets up its catalogs and its schema types on first use, without a
+ * lock. Two threads setting up the catalogs at once each create the catalog mutex: one then
+ * unlocks the other's and every later catalog lookup (SoapClient, DOM with a DTD, XSL) waits
+ * forever; the schema type tables are built twice. Done once here, on the thread that
+ * starts the engine, before any PHP thread runs. Weak: a PHP built without libxml. */
 extern void xmlInitializeCatalog(void) __attribute__((weak));
+extern void xmlSchemaInitTypes(void) __attribute__((weak));
+extern int xmlRelaxNGInitTypes(void) __attribute__((weak));
 
 static int pw_sapi_startup(sapi_module_struct *module)
 {
@@ -330,6 +333,10 @@ int pw_shim_engine_startup(const char *ini_entries, const char *ini_defaults, vo
 	}
 	if (xmlInitializeCatalog) {
 		xmlInitializeCatalog();
+	}
+	if (xmlSchemaInitTypes && xmlRelaxNGInitTypes) {
+		xmlSchemaInitTypes();
+		xmlRelaxNGInitTypes();
 	}
 	if (zend_error_cb != pw_error_cb) { /* zend_startup() sets PHP's own at every start */
 		pw_php_error_cb = zend_error_cb;

@@ -117,21 +117,21 @@ def test_each_extension_works_on_several_threads_at_once(ext_server, mode):
     assert len({a["thread"] for a in answers}) > 1, "the checks ran on more than one PHP thread"
 
 
-def test_libxml_catalogs_first_used_by_every_thread_at_once(start_server):
-    """libxml2 (before 2.12) set up its catalogs lazily, and two threads doing it at once
-    broke its catalog lock: every later SoapClient, DOM DTD or XSL load then hung. A fresh
-    server whose threads all make their first catalog lookup at the same moment answers
-    every request."""
+def test_libxml_first_used_by_every_thread_at_once(start_server):
+    """libxml2 (before 2.12) sets up its catalogs and schema types lazily, and two threads
+    setting up the catalogs at once broke its catalog lock: every later SoapClient, DOM DTD
+    or XSL load then hung. A fresh server whose threads all make their first catalog lookup
+    and schema validation at the same moment answers every request."""
     threads = 8
     for attempt in range(12):  # each fresh server has one first use; the race hit about 1 in 10
-        srv = start_server(f"first-catalog-use-{attempt}", lambda port, admin: caddyfile(
+        srv = start_server(f"first-libxml-use-{attempt}", lambda port, admin: caddyfile(
             port, admin, EXT_APP / "public", threads=threads))
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             answers = list(pool.map(
-                lambda _: srv.get(f"/first-catalog-use.php?threads={threads}&round={attempt}", timeout=10),
+                lambda _: srv.get(f"/first-libxml-use.php?threads={threads}&round={attempt}", timeout=10),
                 range(threads)))
         for r in answers:
-            assert (r.status, r.json()) == (200, {"functions": 1, "root": "a"}), r.text[:500]
+            assert (r.status, r.json()) == (200, {"functions": 1, "root": "a", "valid": True}), r.text[:500]
         srv.stop()
 
 
