@@ -10,6 +10,8 @@
 #   PHP_CONFIG=/path/to/php-config scripts/build-php.sh   checks a build of your own instead
 #   PHP_WORKER_CACHE=/somewhere scripts/build-php.sh       cache root (default ~/.cache/php_worker)
 #   PHP_WORKER_PHP_ASAN=1 scripts/build-php.sh             AddressSanitizer build (scripts/asan.sh)
+#   PHP_WORKER_PHP_PGO=0 scripts/build-php.sh              without profile-guided optimisation
+#                                                          (on by default for 8.4; see below)
 #
 # Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
 # through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
@@ -153,12 +155,25 @@ fi
 # compile time; symbols stay, for a backtrace.
 compile_flags="-O2"
 
+# Profile-guided optimisation (GCC): PHP is built once instrumented, its CLI runs the small
+# training set of scripts/php-pgo/train.php (the test Laravel app in worker and classic
+# mode, hello world, data handling), and PHP is built again with what GCC learnt. Code
+# the training never ran keeps its plain -O2 (-fprofile-partial-training). It doubles the
+# compile time, so it is on for PHP 8.4 (the PHP that ships) and off for 8.2 (tests only)
+# and for ASan builds; PHP_WORKER_PHP_PGO=0 or 1 overrides.
+pgo=${PHP_WORKER_PHP_PGO:-}
+if [ -z "$pgo" ]; then
+	if [ "$PHP_VERSION" = 8.4 ] && [ -z "$variant" ]; then pgo=1; else pgo=0; fi
+fi
+pgo_use_flags="-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
+
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
 recipe_version=7
 build_key=$(
 	{
 		printf '%s\n' "recipe=$recipe_version" "cflags=$compile_flags" "${configure_flags[@]}" "${pecl[@]}" "${shared[@]}"
 		cat "$patch_dir"/*.patch
+		[ "$pgo" = 0 ] || { echo "pgo=$pgo_use_flags"; cat "$scripts/php-pgo/train.php"; }
 	} | sha256sum | cut -c1-8
 )
 prefix="$cache_root/php-$PHP_VERSION-zts$variant-$build_key"
@@ -218,6 +233,34 @@ for entry in "${shared[@]}"; do
 	src=$(source_of "$suites" "$pkg" --upstream-only) && shared_dirs+=("$(pecl_dir "$src" "$name")") || shared_dirs+=("")
 done
 
+# The training run of a profile-guided build, by the instrumented CLI in build directory $1;
+# what it ran goes to $build/pgo.txt (then <prefix>/pgo.txt). The Laravel parts need the
+# framework, unpacked from Debian's package (scripts/fetch-php-app.py); without it the
+# training goes on without them and says so.
+pgo_train() {
+	local php=("$1/sapi/cli/php" -n -d "zend_extension=$1/modules/opcache.so" -d opcache.enable_cli=1
+		-d memory_limit=512M -d log_errors=0)
+	local cache laravel_root
+	cache=$(mktemp -d)
+	train() {
+		"${php[@]}" "$scripts/php-pgo/train.php" "$@" >/dev/null 2>>"$build/pgo-errors.log" ||
+			{ log "the training run failed: train.php $*"; tail -n 20 "$build/pgo-errors.log" >&2; exit 1; }
+	}
+	echo "PHP $upstream, trained with scripts/php-pgo/train.php:" >"$build/pgo.txt"
+	train hello 20000 && echo "  hello 20000" >>"$build/pgo.txt"
+	train data 20000 && echo "  data 20000" >>"$build/pgo.txt"
+	if laravel_root=$(python3 "$scripts/fetch-php-app.py" --suite sid php-laravel-framework 2>/dev/null); then
+		export LARAVEL_PHP_ROOT=$laravel_root LARAVEL_CACHE_DIR=$cache
+		train worker-laravel 400 && echo "  worker-laravel 400 (framework: $laravel_root)" >>"$build/pgo.txt"
+		for _ in $(seq 20); do train classic-laravel; done && echo "  classic-laravel, 20 processes" >>"$build/pgo.txt"
+		unset LARAVEL_PHP_ROOT LARAVEL_CACHE_DIR
+	else
+		echo "  no Laravel parts: Debian's php-laravel-framework did not download" >>"$build/pgo.txt"
+	fi
+	rm -rf "$cache"
+	log "profile-guided: trained ($(tail -n +2 "$build/pgo.txt" | tr -s ' \n' ' '))"
+}
+
 upstream=$(cat "$srcdir/.debian-version"); upstream=${upstream%%-*}
 build="$cache_root/build-$PHP_VERSION$variant-$build_key"
 log "building PHP $upstream (ZTS, embed${variant:+, $variant}) with ${#pecl[@]} PECL extensions into $prefix; this takes several minutes"
@@ -251,7 +294,17 @@ CFLAGS=$compile_flags CXXFLAGS=$compile_flags ./configure --prefix="$prefix" "${
 # (OPcache's). Only OPcache's objects (ZEND_COMPILE_DL_EXT) need PIC: everything else goes
 # into libphp.a or the CLI, so it is compiled once, not PIC (libtool's -static).
 sed -i '/ZEND_COMPILE_DL_EXT/!s/--mode=compile \$(\(CC\|CXX\)) /--mode=compile $(\1) -static /' Makefile
-make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+if [ "$pgo" = 1 ]; then
+	log "profile-guided: the instrumented build first"
+	make -j"$(nproc)" PROF_FLAGS=-fprofile-generate >make-generate.log 2>&1 || { tail -n 40 make-generate.log >&2; exit 1; }
+	find . -name '*.gcda' -delete # the build itself ran PHP (phar)
+	pgo_train "$build"
+	make prof-clean >/dev/null 2>&1
+	log "profile-guided: the optimised build"
+	make -j"$(nproc)" PROF_FLAGS="$pgo_use_flags" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+else
+	make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+fi
 make install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
 cp php.ini-production php.ini-development "$prefix/lib/php/"
 # libphp.a as one member holding all of PHP: a binary that links any of it gets all of it.
@@ -261,6 +314,7 @@ ld -r --whole-archive "$prefix/lib/libphp.a" -o libphp-all.o
 rm "$prefix/lib/libphp.a"
 ar rcs "$prefix/lib/libphp.a" libphp-all.o
 echo "$upstream" >"$prefix/.version"
+[ "$pgo" = 0 ] || cp "$build/pgo.txt" "$prefix/pgo.txt"
 
 # What went in: PHP's own and the PECL extensions (built in), then the shared ones.
 {
