@@ -463,6 +463,9 @@ def _frankenphp_peer(path):
     # OPcache, a shared object in php_worker's PHP build, is loaded as php_worker loads it.
     if run_php(binary, "echo extension_loaded('Zend OPcache') ? 1 : 0;") != "1":
         so = None
+        # A binary built on another build of the same PHP (./caddy's with profile-guided
+        # optimisation, the peer's without) loads that build's OPcache.
+        php_config = os.environ.get("FRANKENPHP_PHP_CONFIG") or php_config
         if php_config:
             ext_dir = subprocess.run([php_config, "--extension-dir"], capture_output=True, text=True).stdout.strip()
             version = subprocess.run([php_config, "--version"], capture_output=True, text=True).stdout.strip()
@@ -1325,16 +1328,25 @@ def workload_io(q, pg, variant):
     return {"variant": variant, "results": results}
 
 
-def workload_memory(q):
-    """RSS with 1, 4 and 16 worker threads; RSS drift over 200,000 requests."""
-    by_threads = []
-    for n in [1, 4, 16]:
-        server = PhpWorker("hello", threads=n, worker="worker.php")
+def workload_memory(q, peer=None):
+    """RSS with 1, 4 and 16 worker threads; RSS drift over 200,000 requests. With a peer,
+    FrankenPHP's RSS with 4 and 16 worker threads, measured the same way."""
+
+    def rss_after_load(server):
         with Run(server, "/", is_hello):
             oha(server, "/", requests=2000 if not q else 200, conns=16)
             time.sleep(0.5)
-            by_threads.append({"threads": n, "rss_mb": rss_mb(server.pids())})
+            return rss_mb(server.pids())
+
+    by_threads = [{"threads": n, "rss_mb": rss_after_load(PhpWorker("hello", threads=n, worker="worker.php"))}
+                  for n in [1, 4, 16]]
     per_thread = (by_threads[2]["rss_mb"] - by_threads[1]["rss_mb"]) / 12
+    peer_rss = None
+    if peer:
+        peer_rss = {"name": peer["name"], "by_threads": [
+            {"threads": n, "rss_mb": rss_after_load(FrankenPhp(peer, "hello", threads=n, worker="worker.php"))}
+            for n in [4, 16]]}
+        peer_rss["per_thread_mb"] = (peer_rss["by_threads"][1]["rss_mb"] - peer_rss["by_threads"][0]["rss_mb"]) / 12
     drift = []
     server = PhpWorker("hello", threads=4, worker="worker.php")
     total = 20_000 if q else 200_000
@@ -1346,7 +1358,7 @@ def workload_memory(q):
             check_answered(r, "drift run")
             done += chunk
             drift.append({"requests": done, "rss_mb": rss_mb(server.pids())})
-    return {"by_threads": by_threads, "per_thread_mb": per_thread, "drift": drift}
+    return {"by_threads": by_threads, "per_thread_mb": per_thread, "drift": drift, "peer": peer_rss}
 
 
 # ---- report ----------------------------------------------------------------------------
@@ -1621,6 +1633,11 @@ def write_results(results, elapsed):
     for r in mem["by_threads"]:
         w(f"| {r['threads']} | {r['rss_mb']:.1f} |")
     w(f"\nPer added worker thread: (RSS₁₆ − RSS₄) / 12 = **{mem['per_thread_mb']:.2f} MB**.\n")
+    if mem.get("peer"):
+        p = mem["peer"]
+        rss = " and ".join(f"{r['rss_mb']:.1f} MB with {r['threads']}" for r in p["by_threads"])
+        w(f"{p['name']}, the same hello-world worker after the same load: {rss} worker threads, "
+          f"**{p['per_thread_mb']:.2f} MB** per added thread.\n")
     first, last = mem["drift"][0], mem["drift"][-1]
     w(f"Drift over {fmt(last['requests'])} requests (4 worker threads): {first['rss_mb']:.1f} MB after "
       f"{fmt(first['requests'])} requests, {last['rss_mb']:.1f} MB at the end "
@@ -1961,7 +1978,7 @@ def main():
     WORK.mkdir(parents=True, exist_ok=True)
     selected = args.only or WORKLOADS
     peer = None
-    if args.frankenphp and ("hello" in selected or "laravel" in selected):
+    if args.frankenphp and {"hello", "laravel", "memory"} & set(selected):
         log("== FrankenPHP")
         peer = frankenphp_peer(args.frankenphp)
     started = time.time()
@@ -1998,7 +2015,10 @@ def main():
             pg.stop()
     if "memory" in selected:
         log("== memory")
-        results["memory"] = workload_memory(q)
+        results["memory"] = workload_memory(q, peer)
+        if results["memory"]["peer"]:
+            log(f"  RSS per added worker thread: php_worker {results['memory']['per_thread_mb']:.2f} MB, "
+                f"FrankenPHP {results['memory']['peer']['per_thread_mb']:.2f} MB")
     if "stores" in selected:
         log("== stores")
         results["stores"] = workload_stores(q)

@@ -9,7 +9,9 @@
 #   tests/bench/run.sh --frankenphp PATH --only hello laravel
 #                                FrankenPHP in the same rounds; PATH is its binary, or a folder
 #                                with build-frankenphp.sh and frankenphp-<version>.tar.gz (built
-#                                once against ./caddy's PHP, cached in ~/.cache/php_worker/peer/)
+#                                once against ./caddy's PHP, cached in ~/.cache/php_worker/peer/);
+#                                FRANKENPHP_PHP_CONFIG names the php-config of the PHP a given
+#                                binary was built on (its OPcache), if not ./caddy's
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
