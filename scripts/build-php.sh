@@ -10,8 +10,8 @@
 #   PHP_CONFIG=/path/to/php-config scripts/build-php.sh   checks a build of your own instead
 #   PHP_WORKER_CACHE=/somewhere scripts/build-php.sh       cache root (default ~/.cache/php_worker)
 #   PHP_WORKER_PHP_ASAN=1 scripts/build-php.sh             AddressSanitizer build (scripts/asan.sh)
-#   PHP_WORKER_PHP_PGO=0 scripts/build-php.sh              without profile-guided optimisation
-#                                                          (on by default for 8.4; see below)
+#   PHP_WORKER_PHP_PGO=1 scripts/build-php.sh              with profile-guided optimisation
+#                                                          (cached apart; see below)
 #
 # Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
 # through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
@@ -155,16 +155,14 @@ fi
 # compile time; symbols stay, for a backtrace.
 compile_flags="-O2"
 
-# Profile-guided optimisation (GCC): PHP is built once instrumented, its CLI runs the small
-# training set of scripts/php-pgo/train.php (the test Laravel app in worker and classic
-# mode, hello world, data handling), and PHP is built again with what GCC learnt. Code
-# the training never ran keeps its plain -O2 (-fprofile-partial-training). It doubles the
-# compile time, so it is on for PHP 8.4 (the PHP that ships) and off for 8.2 (tests only)
-# and for ASan builds; PHP_WORKER_PHP_PGO=0 or 1 overrides.
-pgo=${PHP_WORKER_PHP_PGO:-}
-if [ -z "$pgo" ]; then
-	if [ "$PHP_VERSION" = 8.4 ] && [ -z "$variant" ]; then pgo=1; else pgo=0; fi
-fi
+# Profile-guided optimisation (GCC), with PHP_WORKER_PHP_PGO=1: PHP is built once
+# instrumented, its CLI runs the small training set of scripts/php-pgo/train.php (the test
+# Laravel app in worker and classic mode, hello world, data handling), and PHP is built
+# again with what GCC learnt. Code the training never ran keeps its plain -O2
+# (-fprofile-partial-training). Off by default: it doubles the compile time, and the
+# bench measured no gain from it (the README's "How PHP is built" gives the numbers).
+pgo=${PHP_WORKER_PHP_PGO:-0}
+[ -z "$variant" ] || pgo=0
 pgo_use_flags="-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"
 
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
