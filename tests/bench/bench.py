@@ -35,6 +35,7 @@ BENCH = REPO / "tests" / "bench"
 APPS = BENCH / "apps"
 WORK = BENCH / ".work"
 CADDY = REPO / "caddy"
+BASELINE = None  # --baseline's binary, named in RESULTS.md's versions
 PG_PORT = 5544
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -1428,7 +1429,7 @@ def versions():
             return "?"
     php_config = os.environ.get("PHP_CONFIG", "php-config")
     return {
-        "php_worker PHP": "PHP " + first_line([php_config, "--version"]) + " (ZTS, embed, from Debian's source)",
+        "php_worker PHP": first_line([php_config, "--version"]) + " (ZTS, embed, from Debian's source)",
         "php-fpm": first_line(["php-fpm8.2", "-v"]),
         "nginx": first_line(["nginx", "-v"]),
         "Caddy": first_line([str(CADDY), "version"]),
@@ -1436,6 +1437,7 @@ def versions():
         "oha": first_line(["oha", "--version"]),
         "Go": first_line(["go", "version"]),
         "Rust": first_line(["rustc", "--version"]),
+        **({"the baseline build's rows:": first_line([BASELINE, "version"])} if BASELINE else {}),
     }
 
 
@@ -1553,7 +1555,7 @@ def write_results(results, elapsed):
       f"({fmt(bw['warm']['ok_rps'])} vs {fmt(bf['warm']['ok_rps'], 1)} req/s).")
     if results.get("laravel"):
         lr = results["laravel"]["rows"]
-        lw = next(r for r in lr if "worker" in r["server"])
+        lw = next(r for r in lr if r["server"].startswith("Laravel 8, php_worker worker, 4 threads"))
         lf = next(r for r in lr if "php-fpm" in r["server"])
         w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
           f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
@@ -1968,6 +1970,8 @@ def main():
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
+    global BASELINE
+    BASELINE = args.baseline
     if args.report_only:
         results = json.loads((WORK / "results.json").read_text())
         write_results(results, results["elapsed_s"])
