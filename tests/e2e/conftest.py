@@ -170,14 +170,17 @@ class Server:
     def log_entries(self):
         return json_lines(self.log_text())
 
-    def wait_log(self, predicate, timeout=5):
+    def wait_log(self, predicate, timeout=5, count=1):
+        """The log entries that satisfy predicate, once there are `count` of them, or
+        those there are when `timeout` passes."""
         deadline = time.time() + timeout
+        found = []
         while time.time() < deadline:
             found = [e for e in self.log_entries() if predicate(e)]
-            if found:
+            if len(found) >= count:
                 return found
             time.sleep(0.05)
-        return []
+        return found
 
     def request(self, path, method="GET", body=None, headers=None, timeout=30, resend=False):
         """One request on a new connection. With resend, a GET whose connection closed

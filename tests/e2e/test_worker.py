@@ -383,7 +383,7 @@ def test_max_memory_restarts_a_leaking_script_and_names_the_route(start_server):
     assert all(a.text == "ok" for p, a in zip(paths, answers) if p.startswith("/ok"))
     kept = [int(a.text.split()[1]) for p, a in zip(paths, answers) if p.startswith("/leak")]
     assert max(kept) <= 16, f"no script kept more than max_memory allows: {max(kept)} MB"
-    lines = srv.wait_log(lambda e: e.get("msg", "").startswith("worker script restarted (max_memory)"))
+    lines = srv.wait_log(lambda e: e.get("msg", "").startswith("worker script restarted (max_memory)"), count=2)
     assert len(lines) >= 2, "60 MB leaked over 2 threads: each script passed 16 MB at least once"
     line = lines[0]
     print("\n" + json.dumps(line))
