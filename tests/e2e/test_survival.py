@@ -348,7 +348,7 @@ def test_a_call_that_never_returns_is_ended_and_its_thread_replaced(deadlines, m
     srv, silent = deadlines
     base = "/hang.php" if mode == "classic" else "/worker"
     n = 3 if mode == "classic" else 1  # all of the pool's threads
-    since = len(srv.log_entries())
+    started_at = time.time()
     results = []
     clients = [threading.Thread(target=timed_get, args=(srv, f"{base}?kind={kind}&target={silent.target}&n={i}", results))
                for i in range(n)]
@@ -370,13 +370,8 @@ def test_a_call_that_never_returns_is_ended_and_its_thread_replaced(deadlines, m
     assert waited < 10, "504 at about the time limit (2 s) plus the grace (1 s)"
     assert (r.status, r.text) == (200, want), "the pool kept serving"
     # One line per blocked request; the clients' 504s can come before the last of them.
-    def past_limit():
-        return [e for e in srv.log_entries()[since:]
-                if e.get("msg", "").startswith("request ran past its time limit") and base in e.get("uri", "")]
-    deadline = time.time() + 10
-    while len(past_limit()) < n and time.time() < deadline:
-        time.sleep(0.05)
-    lines = past_limit()
+    lines = srv.wait_log(lambda e: e.get("msg", "").startswith("request ran past its time limit")
+                         and base in e.get("uri", "") and e["ts"] >= started_at, timeout=10, count=n)
     assert len(lines) >= n, lines
     line = lines[-1]
     assert line["level"] == "error" and line["thread"].startswith("php-") and line["method"] == "GET"
