@@ -39,12 +39,53 @@ struct Slot {
     /// The signal stack of the slot's threads: a thread keeps it until it has exited
     /// (Go's runtime records it on the thread's first callback and relies on it until
     /// then), so it is reused only after a join.
-    signal_stack: Box<[u8]>,
+    signal_stack: SignalStack,
 }
 
 /// Size of a PHP thread's signal stack: the crash trail (csrc/crash.c) and Go's
 /// handler run on it, also after the thread's own stack overflowed.
 const SIGNAL_STACK: usize = 64 * 1024;
+
+/// A signal stack mapped on its own rather than taken from the heap: its pages become
+/// resident only when a signal handler first touches them, where a zeroed heap block
+/// may cost its whole size in RSS for every PHP thread.
+struct SignalStack(std::ptr::NonNull<libc::c_void>);
+
+// SAFETY: the mapping is plain memory owned by this value; threads only write to it
+// through the kernel's signal delivery.
+unsafe impl Send for SignalStack {}
+
+impl SignalStack {
+    fn new() -> Result<Self> {
+        // SAFETY: an anonymous private mapping, no address hint; checked below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SIGNAL_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(Error::Startup(format!("cannot map a PHP thread's signal stack: {}", std::io::Error::last_os_error())));
+        }
+        Ok(SignalStack(std::ptr::NonNull::new(addr).expect("mmap returned null")))
+    }
+
+    fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+impl Drop for SignalStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by SignalStack::new with this size and is dropped
+        // only after the thread that used it has been joined (see Slot).
+        unsafe { libc::munmap(self.0.as_ptr(), SIGNAL_STACK) };
+    }
+}
 
 /// Makes `stack` the calling thread's signal stack, unless it has one.
 fn use_signal_stack(stack: usize) {
@@ -79,8 +120,11 @@ impl Registry {
                 slots.len() - 1
             }
         };
-        let signal_stack = signal_stack.unwrap_or_else(|| vec![0u8; SIGNAL_STACK].into_boxed_slice());
-        let stack_addr = signal_stack.as_ptr() as usize;
+        let signal_stack = match signal_stack {
+            Some(stack) => stack,
+            None => SignalStack::new()?,
+        };
+        let stack_addr = signal_stack.addr();
         let info = Arc::new(ThreadInfo::new(index, assignment.pool, assignment.generation()));
         let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
         let (thread_info, thread_host, registry) = (info.clone(), host.clone(), self.clone());
