@@ -12,6 +12,7 @@
 #   PHP_WORKER_PHP_ASAN=1 scripts/build-php.sh             AddressSanitizer build (scripts/asan.sh)
 #   PHP_WORKER_PHP_PGO=1 scripts/build-php.sh              with profile-guided optimisation
 #                                                          (cached apart; see below)
+#   PHP_WORKER_PHP_MARCH=x86-64-v2 scripts/build-php.sh    for a higher CPU level (cached apart)
 #
 # Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
 # through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
@@ -154,6 +155,10 @@ fi
 # Without debug information (PHP's default CFLAGS are "-g -O2"): it costs a third of the
 # compile time; symbols stay, for a backtrace.
 compile_flags="-O2"
+
+# PHP_WORKER_PHP_MARCH=x86-64-v2 (or any GCC -march level) builds for that CPU level instead
+# of GCC's default, plain x86-64. The flag is hashed, so each level is cached apart.
+[ -z "${PHP_WORKER_PHP_MARCH:-}" ] || compile_flags="$compile_flags -march=$PHP_WORKER_PHP_MARCH"
 
 # Profile-guided optimisation (GCC), with PHP_WORKER_PHP_PGO=1: PHP is built once
 # instrumented, its CLI runs the small training set of scripts/php-pgo/train.php (the test
