@@ -78,7 +78,8 @@ func TestWithBundleLoadsOpcacheFirstUnlessPHPIniDoes(t *testing.T) {
 	ini := PHPIni{"zend_extension": {"xdebug"}}
 	s := withBundle(ini)
 	want := []string{filepath.Join(dir, "opcache.so"), "xdebug"}
-	if !reflect.DeepEqual(s.PHPIni["zend_extension"], want) || s.INIDefaults["extension_dir"] != dir {
+	if !reflect.DeepEqual(s.PHPIni["zend_extension"], want) || s.INIDefaults["extension_dir"] != dir ||
+		s.INIDefaults["opcache.jit"] != "tracing" {
 		t.Errorf("got %+v", s)
 	}
 	if !reflect.DeepEqual(ini["zend_extension"], []string{"xdebug"}) {
