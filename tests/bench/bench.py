@@ -606,6 +606,18 @@ class ThreadSampler:
             self.thread.join()
 
 
+# The throughput rounds of hello world and the Laravel page. This machine's speed drifts
+# by 10% and more within a minute, so a round visits the servers in turn, in reverse order
+# every other round (no server always comes after another), and each row is the median
+# of its rounds.
+ROUNDS, ROUND_SECONDS = 5, 5
+
+
+def round_order(servers, i):
+    """The servers in the order round i visits them."""
+    return servers if i % 2 == 0 else servers[::-1]
+
+
 def oha(server, path, *, conns=64, duration=None, rate=None, requests=None, extra=()):
     """Runs oha against the server; returns its summary plus the server's and the
     generator's CPU seconds during the run (and the most PHP threads it ran, when the
@@ -832,9 +844,9 @@ def workload_hello(q, baseline=None, peer=None):
         for server in servers:
             warmup = oha(server, "/", duration=1 if q else 2)  # OPcache, connections, threads
             seen[server.name] += warmup["ok"] + warmup["bad"]
-        for _ in range(1 if q else 3):
-            for server in servers:
-                peak = oha(server, "/", duration=q.short if q else 8)
+        for i in range(1 if q else ROUNDS):
+            for server in round_order(servers, i):
+                peak = oha(server, "/", duration=q.short if q else ROUND_SECONDS)
                 check_answered(peak, server.name)
                 peaks[server.name].append(peak)
                 seen[server.name] += peak["ok"] + peak["bad"]
@@ -1095,9 +1107,10 @@ def workload_laravel(q, baseline=None, peer=None):
         for server in servers:
             oha(server, LARAVEL_PAGE, conns=32, duration=1 if q else 3, extra=headers[server.name])
         peaks = {s.name: [] for s in servers}
-        for _ in range(1 if q else 3):
-            for server in servers:
-                r = oha(server, LARAVEL_PAGE, conns=32, duration=q.short if q else 8, extra=headers[server.name])
+        for i in range(1 if q else ROUNDS):
+            for server in round_order(servers, i):
+                r = oha(server, LARAVEL_PAGE, conns=32, duration=q.short if q else ROUND_SECONDS,
+                        extra=headers[server.name])
                 check_answered(r, server.name)
                 peaks[server.name].append(r)
         rows = []
@@ -1499,7 +1512,8 @@ def write_laravel(w, laravel):
       "goes through the `web` middleware group (encrypted cookies, a file session that counts the visits, "
       "CSRF, route bindings) and renders a Blade view of 20 items. One returning visitor: every request "
       "carries the cookies of a first visit, so each reads and writes one session file. Closed loop, 32 "
-      "connections, 8 s, the median of three rounds that visit the servers in turn. Classic mode and php-fpm "
+      "connections, 5 s, the median of five rounds that visit the servers in turn, in reverse order every other "
+      "round. Classic mode and php-fpm "
       "boot the app on every request (OPcache on); worker mode boots it once per thread. php_worker turns on "
       "PHP's tracing JIT by default from PHP 8.4; the \"JIT off\" row turns it off (`php_ini opcache.jit disable`), "
       "which makes the same PHP as FrankenPHP's, which leaves it off. The run checks through `opcache_get_status()` "
@@ -1591,8 +1605,8 @@ def write_results(results, elapsed):
     w(f"- Memory: **{mem['per_thread_mb']:.1f} MB** of RSS per added worker thread.\n")
 
     w("## 1. Hello world\n")
-    w("Maximum throughput: closed loop, 64 connections, 8 s, the median of three rounds that visit the four "
-      "servers in turn (all rounds listed). Latency: constant arrival rate at half of each server's maximum, "
+    w("Maximum throughput: closed loop, 64 connections, 5 s, the median of five rounds that visit the "
+      "servers in turn, in reverse order every other round (all rounds listed). Latency: constant arrival rate at half of each server's maximum, "
       "10 s, corrected for coordinated omission.\n")
     w("| server | max req/s (median) | rounds | at rate (req/s) | p50 ms | p90 ms | p99 ms | p99.9 ms | failed |")
     w("|---|---:|---|---:|---:|---:|---:|---:|---:|")
