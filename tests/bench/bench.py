@@ -1593,7 +1593,8 @@ def write_results(results, elapsed):
       f"({fmt(bw['warm']['ok_rps'])} vs {fmt(bf['warm']['ok_rps'], 1)} req/s).")
     if results.get("laravel"):
         lr = results["laravel"]["rows"]
-        lw = next(r for r in lr if r["server"].startswith("Laravel 8, php_worker worker, 4 threads"))
+        lw = next((r for r in lr if r["server"] == "Laravel 8, php_worker worker, 4 threads"),
+                  next(r for r in lr if r["server"].startswith("Laravel 8, php_worker worker, 4 threads")))
         lf = next(r for r in lr if "php-fpm" in r["server"])
         w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
           f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
@@ -1955,6 +1956,7 @@ def analysis(results):
             "running on the request's own thread), which worker mode, whose script waits on its own thread's "
             "stack, cannot do.")
     laravel_vs_peer(results, out)
+    hello_and_memory_vs_peer(results, out)
     for variant in results["io"]:
         verdict = io_target(variant)
         if "Target met" in verdict:
@@ -2008,8 +2010,44 @@ def laravel_vs_peer(results, out):
                  f"{ours['cpu_us'] / max(1.0, ours['cpu_us'] - own_us):.2f}× this one on the same PHP. ")
     text += ("What is left is making PHP itself faster: the tracing JIT, now on by default, is the gain of the "
              "shipped binary; profile-guided optimisation of PHP and of Go, a higher CPU baseline and the Rust "
-             "core's LTO measured within the noise (README, \"How PHP is built\").")
+             "core's LTO measured within the noise (README, \"Build your own Caddy\" and \"How PHP is built\").")
     out.append(text)
+
+
+def hello_and_memory_vs_peer(results, out):
+    """Why hello world misses 2× FrankenPHP or RSS per thread misses FrankenPHP's, when
+    they do: how far apart the rounds are, and the CPU per request."""
+    hello = {r["server"]: r for r in results["hello"]["rows"]}
+    ours = hello.get("php_worker worker, 4 threads")
+    peer = next((r for name, r in hello.items() if re.match(r"FrankenPHP \S+ worker", name)), None)
+    cost = {c["server"]: c["cpu_us"] for c in results["hello"].get("cost", [])}
+    if ours and peer and ours["peak"]["ok_rps"] < 2 * peer["peak"]["ok_rps"]:
+        lo = min(ours["peaks"]) / max(peer["peaks"])
+        hi = max(ours["peaks"]) / min(peer["peaks"])
+        text = (f"**Hello world vs FrankenPHP: {ours['peak']['ok_rps'] / peer['peak']['ok_rps']:.2f}×, short of 2×.** "
+                f"Round by round the ratio of any of ours to any of FrankenPHP's spans {lo:.2f}× to {hi:.2f}×. ")
+        ceiling = cost.get("Caddy respond (ceiling)")
+        if ours["server"] in cost and peer["server"] in cost:
+            o, f = cost[ours["server"]], cost[peer["server"]]
+            text += f"Server CPU per request: {o:.0f} µs against FrankenPHP's {f:.0f} µs ({f / o:.2f}×). "
+            if ceiling:
+                text += (f"Both pay Caddy's HTTP path ({ceiling:.0f} µs for bare Caddy's `respond`), so what a PHP "
+                         f"server adds is {o - ceiling:.0f} µs for php_worker against {f - ceiling:.0f} µs for "
+                         f"FrankenPHP ({(f - ceiling) / max(1.0, o - ceiling):.1f}×): half FrankenPHP's CPU per request "
+                         f"would leave php_worker {max(0.0, f / 2 - ceiling):.0f} µs. ")
+        text += ("Its part is the Go handler and the hand-over to a PHP thread and back, split in the hello-world "
+                 "profile after section 7 and measured part by part in docs/architecture.md.")
+        out.append(text)
+    mem = results["memory"]
+    if mem.get("peer") and mem["per_thread_mb"] > mem["peer"]["per_thread_mb"]:
+        p = mem["peer"]
+        out.append(
+            f"**RSS per added thread: {mem['per_thread_mb']:.2f} MB against FrankenPHP's {p['per_thread_mb']:.2f} MB.** "
+            f"php_worker's rounds span {min(mem['rounds']):.2f} to {max(mem['rounds']):.2f} MB and FrankenPHP's "
+            f"{min(p['rounds']):.2f} to {max(p['rounds']):.2f} MB. Most of an added thread is PHP's own: each thread "
+            "copies PHP's function and class tables and builds its executor and compiler globals when it starts "
+            "(ZTS), and keeps its request heap; FrankenPHP's threads do the same with the same PHP. php_worker's "
+            "own part, the signal stack, is now a mapping whose pages become resident only when a signal uses them.")
 
 
 def write_chart(results):
