@@ -49,7 +49,7 @@ func bundleDir() string {
 // still set another).
 //
 // OPcache's JIT defaults to tracing: on PHP 8.4, whose JIT buffer is 64 MB by default, a
-// Laravel page ran 6 to 8% faster with it and every fault and survival test passes with
+// Laravel page ran 6 to 13% faster with it and every fault and survival test passes with
 // it. PHP 8.2's buffer defaults to 0, which keeps its JIT off. `opcache.jit disable` in
 // php.ini or php_ini turns it off.
 func withBundle(ini PHPIni) engineSettings {

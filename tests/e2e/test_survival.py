@@ -138,7 +138,7 @@ def test_opcache_numbers_are_those_php_reports(survival):
 
 def test_tracing_jit_is_on_by_default_from_php_8_4(survival, start_server):
     """OPcache's tracing JIT runs by default where the bench measured it (PHP 8.4: a
-    Laravel page 6 to 8% faster); PHP 8.2 keeps its own default (no JIT buffer, JIT off).
+    Laravel page 6 to 13% faster); PHP 8.2 keeps its own default (no JIT buffer, JIT off).
     The fault and survival tests run with it. A php_ini setting turns it off."""
     on_84 = php_version() >= (8, 4)
     assert srv_jit(survival) is on_84
