@@ -613,6 +613,11 @@ class ThreadSampler:
 ROUNDS, ROUND_SECONDS = 5, 5
 
 
+def middle(items, key=None):
+    """The median item of items (the upper one of an even count), by key."""
+    return sorted(items, key=key)[len(items) // 2]
+
+
 def round_order(servers, i):
     """The servers in the order round i visits them."""
     return servers if i % 2 == 0 else servers[::-1]
@@ -907,7 +912,7 @@ def large_responses(servers, q):
     finally:
         for run in runs:
             run.__exit__(None, None, None)
-    return [{"server": name, "rps": sorted(v)[len(v) // 2], "rounds": v} for name, v in rounds.items()]
+    return [{"server": name, "rps": middle(v), "rounds": v} for name, v in rounds.items()]
 
 
 def profile(server, path="/", seconds=6, conns=64, extra=(), flame="profile.svg",
@@ -1126,7 +1131,6 @@ def workload_laravel(q, baseline=None, peer=None):
                 jit = json.loads(body).get("jit") if status == 200 else None
                 check(status == 200 and bool(jit and jit.get("on")) == want,
                       f"{server.name}: the JIT should be {'on' if want else 'off'} ({status} {body[:300]!r})")
-                row["jit"] = want
                 if want:
                     row["jit_buffer_used"] = jit.get("buffer_size", 0) - jit.get("buffer_free", 0)
             if not q and isinstance(server, PhpWorker) and server.name.startswith("Laravel 8, php_worker worker, 4 threads") \
@@ -1364,7 +1368,7 @@ def workload_memory(q, peer=None):
         return (by_threads[-1]["rss_mb"] - by_threads[-2]["rss_mb"]) / 12
 
     rounds, peer_rounds = [], []
-    for i in range(1 if q else 5):
+    for i in range(1 if q else ROUNDS):
         counts = [1, 4, 16] if i == 0 else [4, 16]
         rounds.append([{"threads": n, "rss_mb": rss_after_load(PhpWorker("hello", threads=n, worker="worker.php"))}
                        for n in counts])
@@ -1373,12 +1377,12 @@ def workload_memory(q, peer=None):
                                                                                    worker="worker.php"))}
                                 for n in [4, 16]])
     # The reported round is the one whose per-thread cost is the median.
-    middle = sorted(rounds, key=per_thread)[len(rounds) // 2]
-    by_threads = rounds[0][:1] + middle[-2:]
-    per_thread_mb = per_thread(middle)
+    ours = middle(rounds, key=per_thread)
+    by_threads = rounds[0][:1] + ours[-2:]
+    per_thread_mb = per_thread(ours)
     peer_rss = None
     if peer:
-        peer_middle = sorted(peer_rounds, key=per_thread)[len(peer_rounds) // 2]
+        peer_middle = middle(peer_rounds, key=per_thread)
         peer_rss = {"name": peer["name"], "by_threads": peer_middle, "per_thread_mb": per_thread(peer_middle),
                     "rounds": [per_thread(r) for r in peer_rounds]}
     drift = []
