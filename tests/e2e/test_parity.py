@@ -56,6 +56,48 @@ def test_a_request_whose_client_leaves_at_once_still_runs(start_server, tmp_path
     assert log.read_text() == "event=paid&id=42 aborted=1\n"
 
 
+# A webhook receiver that records what its body brought: the raw body's length and
+# digest, and the form's field count, after its sender has gone.
+BIG_WEBHOOK = """<?php
+ignore_user_abort(true);
+$raw = file_get_contents('php://input');
+usleep(200000);
+echo 'received';
+flush(); // PHP learns that the client left when it writes
+file_put_contents(__DIR__ . '/' . basename($_GET['log']), json_encode([
+    'raw' => strlen($raw), 'sha1' => sha1($raw), 'fields' => count($_POST), 'aborted' => connection_aborted(),
+]));
+"""
+
+
+def test_a_request_whose_client_left_reads_its_whole_body_past_64_kib(start_server, tmp_path):
+    """A webhook whose sender hangs up after sending its whole body (200 KB of JSON, a
+    300 KB form) while the request waits for the only PHP thread: its script still runs,
+    and reads the body it was sent, whole; the body was buffered before the client left."""
+    import hashlib
+    (tmp_path / "hook.php").write_text(BIG_WEBHOOK)
+    (tmp_path / "sleep.php").write_text("<?php usleep(1500000); echo 'slept';")
+    srv = start_server("client-leaves-big-body", threads=1, app=tmp_path, site_extra="")
+    assert srv.get("/sleep.php").text == "slept"
+    busy = threading.Thread(target=lambda: srv.get("/sleep.php", timeout=30))
+    busy.start()
+    time.sleep(0.3)  # the thread is busy: the webhooks wait in the queue
+    payload = json.dumps({"items": ["x" * 100] * 2000}).encode()
+    form = b"&".join(b"f%d=%s" % (i, b"v" * 600) for i in range(500))
+    send_and_close(srv, b"POST /hook.php?log=json.log HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+    send_and_close(srv, b"POST /hook.php?log=form.log HTTP/1.1\r\nHost: t\r\n"
+                   b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s" % (len(form), form))
+    busy.join()
+    for name, want in (("json.log", {"raw": len(payload), "sha1": hashlib.sha1(payload).hexdigest(), "fields": 0}),
+                       ("form.log", {"fields": 500})):
+        log = tmp_path / name
+        assert eventually(lambda: log.exists() and log.read_text(), timeout=10), f"{name}: the script ran"
+        got = json.loads(log.read_text())
+        assert {k: got[k] for k in want} == want, (name, got)
+        assert got["aborted"] == 1, (name, got)
+
+
 # A user session save handler in memory, set before the worker's loop (SET_IN=boot) or
 # by the first request that finds none (SET_IN=request).
 SESSION_WORKER = """<?php

@@ -248,3 +248,39 @@ def test_bodies_past_post_max_size_stream_to_php(start_server, chunked):
     assert (answer["input_length"], answer["input_sha1"]) == (len(data), sha1(data))
     assert metric(scrape(srv), "php_worker_request_spills_total") <= 1
     assert srv.stop() == 0
+
+
+# Reads php://input, then runs on past request_body_timeout (an import, an upload that
+# is processed), and answers the body's length and digest.
+LONG_RUN = """<?php
+$body = file_get_contents('php://input');
+usleep((int) ($_GET['ms'] ?? 0) * 1000);
+echo strlen($body), ' ', sha1($body);
+"""
+
+
+@pytest.mark.parametrize("buffering", ["on", "off"])
+def test_a_script_that_runs_past_the_body_timeout_after_the_body_ended_is_answered(start_server, tmp_path, buffering):
+    """request_body_timeout bounds how long a body may stall, not how long a script may
+    run after the body arrived: a 1 MiB POST (a body that ends on a 64 KiB boundary) and
+    a 100 KB one whose script sleeps past the timeout get the script's answer, never an
+    empty 200; a body read whole ahead and one PHP streams alike."""
+    (tmp_path / "long.php").write_text(LONG_RUN)
+    srv = start_server(f"long-post-{buffering}", app=tmp_path, threads=3, site_extra="\t\trequest_body_timeout 1s",
+                       global_extra="" if buffering == "on" else "\t\trequest_buffer off")
+    results = {}
+
+    def post(size):
+        body = os.urandom(size)
+        r = srv.request("/long.php?ms=2500", method="POST", body=body,
+                        headers={"Content-Type": "application/octet-stream"}, timeout=30)
+        results[size] = (r.status, r.text, f"{size} {sha1(body)}")
+
+    threads = [threading.Thread(target=post, args=(size,)) for size in (1 << 20, 100_000, 3 << 20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for size, (status, text, want) in results.items():
+        assert (status, text) == (200, want), f"{size} bytes: {status} {text[:200]!r}"
+    assert not srv.wait_log(lambda e: "stopped arriving" in e.get("msg", "") + str(e.get("error", "")), timeout=0.1)

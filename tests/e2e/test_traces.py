@@ -2,6 +2,7 @@
 Caddy's, with child spans for the wait for a thread and the run, and PHP sees that
 span's trace context. The spans are received by an OTLP/HTTP receiver the test runs."""
 import http.server
+import socket
 import threading
 import time
 
@@ -177,3 +178,28 @@ def test_a_fault_and_a_timeout_are_the_spans_errors(traced, receiver):
     assert slow.status == 504
     php = next(s for s in receiver.trace(trace_id, 2) if s.name == "php classic")
     assert php.status.code == 2 and "time limit" in php.status.message
+
+
+def test_the_queue_span_starts_once_the_body_has_arrived(traced, receiver):
+    """An upload's time is not PHP's: a 256 KB body sent over 1.2 s is read before the
+    request goes to PHP, and "php queue" starts when the core takes it, after the body;
+    the wait and the run together take a small part of the PHP span."""
+    trace_id = "7e5a6b3c1d0f9e8a7b6c5d4e3f2a1b0c"
+    body = b"x" * (256 * 1024)
+    s = socket.create_connection(("127.0.0.1", traced.port), timeout=30)
+    s.sendall(f"POST /hello.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
+              f"Content-Type: application/octet-stream\r\ntraceparent: 00-{trace_id}-00f067aa0ba902b7-01\r\n\r\n".encode())
+    for i in range(4):
+        s.sendall(body[i * len(body) // 4:(i + 1) * len(body) // 4])
+        time.sleep(0.4)
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    spans = {sp.name: sp for sp in receiver.trace(trace_id, 4)}
+    php, queue, run = spans["php classic"], spans["php queue"], spans["php run"]
+    upload = (queue.start_time_unix_nano - php.start_time_unix_nano) / 1e9
+    in_php = (run.end_time_unix_nano - queue.start_time_unix_nano) / 1e9
+    assert upload >= 1.0, f"the queue starts after the body arrived: {upload:.2f}s after the span"
+    assert in_php < 0.5, f"queue and run take {in_php:.2f}s"

@@ -491,9 +491,10 @@ func (rt *Runtime) Stats() (*core.Stats, error) {
 // waiting for an engine (the php_worker app may start after the http app, and php_ini
 // changes restart PHP) and for the pool (a new worker exists once its config has
 // started). It gives up when ctx is done, after wait, or at once when the pool was
-// deleted for good.
+// deleted for good. It returns when the core took the request, the start of its wait
+// for a PHP thread (the core counts that wait from there).
 func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b *core.RequestBuffer,
-	flags uint32, handle uintptr) (*core.Request, core.Code) {
+	flags uint32, handle uintptr) (*core.Request, core.Code, time.Time) {
 	id := core.ClassicPool
 	if pool != nil {
 		id = pool.id
@@ -502,12 +503,13 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 	for {
 		changes := rt.changes()
 		if e := rt.engine.Load(); e != nil && !e.Stopping() {
+			at := time.Now()
 			req, rc := e.Submit(id, b, flags, handle)
 			if rc != core.ErrStopped && rc != core.ErrUnknownPool {
-				return req, rc
+				return req, rc, at
 			}
 			if rc == core.ErrUnknownPool && pool != nil && pool.removed.Load() {
-				return nil, core.ErrUnknownPool
+				return nil, core.ErrUnknownPool, at
 			}
 		}
 		if timeout == nil {
@@ -518,9 +520,9 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 		select {
 		case <-changes:
 		case <-ctx.Done():
-			return nil, core.ErrStopped
+			return nil, core.ErrStopped, time.Time{}
 		case <-timeout:
-			return nil, core.ErrStopped
+			return nil, core.ErrStopped, time.Time{}
 		}
 	}
 }

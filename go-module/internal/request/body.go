@@ -156,6 +156,18 @@ func copyBody(f *os.File, body io.Reader, buf []byte, pending int) (int64, error
 // read copies the body's bytes from the read position into buf, then (past the
 // read-ahead limit) the client's: the count, short only at the end of the body.
 func (rb *requestBody) read(buf []byte) (int, error) {
+	n, err := rb.readAhead(buf)
+	if err == nil && n < len(buf) && rb.rest != nil {
+		// Past the read-ahead limit: the client's bytes, as they come.
+		m, err := readBody(rb.rest, buf[n:])
+		return n + m, err
+	}
+	return n, err
+}
+
+// readAhead copies the bytes read ahead, memory then spill file, from the read
+// position into buf.
+func (rb *requestBody) readAhead(buf []byte) (int, error) {
 	n := 0
 	for n < len(buf) && rb.pos < rb.size {
 		if rb.pos < int64(len(rb.chunks))*chunkSize {
@@ -176,11 +188,6 @@ func (rb *requestBody) read(buf []byte) (int, error) {
 		if err != nil && m < int(want) {
 			return n, fmt.Errorf("reading the buffered request body back: %w", err)
 		}
-	}
-	if n < len(buf) && rb.rest != nil {
-		// Past the read-ahead limit: the client's bytes, as they come.
-		m, err := readBody(rb.rest, buf[n:])
-		return n + m, err
 	}
 	return n, nil
 }

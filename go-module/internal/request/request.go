@@ -49,6 +49,7 @@ type phpRequest struct {
 	sent      bool         // the headers left for the client
 	bodyErr   error        // why the body could not be read; later reads fail at once
 	body      *requestBody // the body read before PHP ran; nil when it streams from r.Body
+	watch     *bodyWatch   // r.Body's idle timeout, if it has one
 	out       responseQueue
 	// What the core told of the request's run, for its trace: the thread (-1 until one
 	// took it), how long the request waited for it, and the status PHP chose.
@@ -116,7 +117,7 @@ func (pr *phpRequest) release() {
 		pr.body.close()
 		pr.body = nil
 	}
-	pr.w, pr.r, pr.site, pr.core = nil, nil, nil, nil
+	pr.w, pr.r, pr.site, pr.core, pr.watch = nil, nil, nil, nil, nil
 	pr.finished, pr.abandoned, pr.expired, pr.truncated, pr.sent, pr.bodyErr = false, false, false, false, false, nil
 	pr.readsOver = false
 	pr.refusal = refusal{}
@@ -129,6 +130,9 @@ func (pr *phpRequest) release() {
 func (pr *phpRequest) logger() *zap.Logger {
 	// PHP's own lines (errors, error_log()) log under php_worker, like the rest of
 	// what PHP does, with the request they belong to.
+	if pr.site.Name != "" {
+		return pr.site.Runtime.Logger().With(zap.String("server", pr.site.Name), zap.String("uri", pr.uri))
+	}
 	return pr.site.Runtime.Logger().With(zap.String("uri", pr.uri))
 }
 
@@ -288,11 +292,17 @@ func (pr *phpRequest) closeOutput() {
 }
 
 // readBody fills buf from the request body; the count (short only at the end), or -1.
+//
+// A body read ahead is the request's own: PHP may read it whatever became of the
+// client (a webhook whose sender hung up while its request waited still gets its
+// payload). Only the client's bytes are off limits once the handler stopped waiting
+// (abandoned) or returned (readsOver): a read that would wait on them fails.
 func (pr *phpRequest) readBody(buf []byte) int {
 	pr.readMu.Lock()
 	defer pr.readMu.Unlock()
 	pr.mu.Lock()
-	if pr.abandoned || pr.expired || pr.readsOver || pr.bodyErr != nil {
+	clientGone := pr.abandoned || pr.readsOver
+	if pr.expired || pr.bodyErr != nil || (clientGone && pr.body == nil) {
 		pr.mu.Unlock()
 		return -1
 	}
@@ -300,10 +310,18 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	pr.mu.Unlock()
 	var n int
 	var err error
-	if body != nil {
-		n, err = body.read(buf)
-	} else {
+	switch {
+	case body == nil:
 		n, err = readBody(r.Body, buf)
+	case clientGone:
+		// The bytes read ahead; past them, a body longer than the read-ahead limit
+		// cannot be read whole any more.
+		n, err = body.readAhead(buf)
+		if err == nil && n < len(buf) && !body.complete() {
+			err = errBodyAbandoned
+		}
+	default:
+		n, err = body.read(buf)
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -316,6 +334,10 @@ func (pr *phpRequest) readBody(buf []byte) int {
 	}
 	return n
 }
+
+// errBodyAbandoned is why the rest of a body could not be read: its client left, or the
+// handler stopped waiting for it.
+var errBodyAbandoned = errors.New("the client left before its whole body was read")
 
 // abandonOrAbort ends the callbacks' use of a response that cannot be sent as PHP made
 // it: it returns when nothing left yet (the caller answers the error), and cuts the
@@ -330,9 +352,10 @@ func (pr *phpRequest) abandonOrAbort() {
 	}
 }
 
-// endReads ends the PHP thread's reading of the body before the handler returns: a
-// read waiting on the client is cut short (its connection's read deadline), and later
-// ones fail at once.
+// endReads ends the PHP thread's reading of the client's body before the handler
+// returns: a read waiting on the client is cut short (the connection's read deadline,
+// through the body's idle timeout when it has one, so that no read arms it again), and
+// later ones fail at once.
 func (pr *phpRequest) endReads(w http.ResponseWriter) {
 	pr.mu.Lock()
 	pr.readsOver = true
@@ -341,7 +364,11 @@ func (pr *phpRequest) endReads(w http.ResponseWriter) {
 		pr.readMu.Unlock()
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	if pr.watch != nil {
+		pr.watch.cut()
+	} else {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	pr.readMu.Lock()
 	pr.readMu.Unlock()
 }

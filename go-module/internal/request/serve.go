@@ -32,6 +32,7 @@ const DefaultRequestBodyTimeout = 60 * time.Second
 
 // Site is what one site's handler serves PHP requests with, fixed when it provisions.
 type Site struct {
+	Name    string // the site's name (FrankenPHP's php_server name), "" for none
 	Runtime *phpruntime.Runtime
 	Logger  *zap.Logger
 	// How request bodies wait for PHP (body.go), and responses for the client
@@ -63,24 +64,10 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	if tr != nil {
 		defer func() { tr.end(err) }()
 	}
-	if idle := site.BodyIdleTimeout; idle > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &idleBody{ReadCloser: r.Body, conn: http.NewResponseController(w), idle: idle}
-	}
-	// The body first, whole when buffering is on (body.go): no PHP thread waits on it.
-	// A body PHP would refuse (past post_max_size) is not read ahead: PHP refuses it
-	// without reading it, as it always did.
-	var body *requestBody
-	limit := site.Runtime.PostMaxSize()
-	if policy := site.RequestBuffer; !policy.Off && r.Body != nil && r.Body != http.NoBody &&
-		(r.ContentLength < 0 || r.ContentLength > readAheadBody) && (limit <= 0 || r.ContentLength <= limit) {
-		var err error
-		if body, err = bufferBody(r.Body, policy, limit); err != nil {
-			return bodyError(err)
-		}
-		if r.ContentLength >= 0 && body.size != r.ContentLength {
-			body.close()
-			return bodyError(io.ErrUnexpectedEOF)
-		}
+	site.WatchBody(w, r)
+	body, err := site.bufferAhead(r)
+	if err != nil {
+		return err
 	}
 	b := core.GetRequestBuffer()
 	if body != nil && body.complete() {
@@ -89,40 +76,18 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 		b.ContentLength = r.ContentLength
 	}
 	BuildRequest(b, r, s, repl, route.WorkerEnv, route.SiteEnv)
+	body, travels, err := appendSmallBody(b, r, body)
+	if err != nil {
+		core.PutRequestBuffer(b)
+		return err
+	}
 	flags := uint32(0)
+	if travels {
+		flags |= core.RequestBodyComplete
+	}
 	if route.OneShot {
 		flags |= core.RequestOneShotWorker
 	}
-	if body != nil && body.complete() && body.size <= readAheadBody {
-		// A chunked body that turned out small travels with the request, as one with a
-		// small Content-Length does.
-		start := len(b.Strings)
-		b.Strings = append(b.Strings, make([]byte, body.size)...)
-		err := body.copyTo(b.Strings[start:])
-		body.close()
-		body = nil
-		if err != nil {
-			core.PutRequestBuffer(b)
-			return caddyhttp.Error(http.StatusInternalServerError, err)
-		}
-		b.BodyLen = len(b.Strings) - start
-		flags |= core.RequestBodyComplete
-	} else if body == nil && r.ContentLength >= 0 && r.ContentLength <= readAheadBody {
-		start := len(b.Strings)
-		b.Strings = append(b.Strings, make([]byte, r.ContentLength)...)
-		n, err := readBody(r.Body, b.Strings[start:])
-		if err == nil && int64(n) < r.ContentLength {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			core.PutRequestBuffer(b)
-			return bodyError(err)
-		}
-		b.Strings = b.Strings[:start+n]
-		b.BodyLen = n
-		flags |= core.RequestBodyComplete
-	}
-
 	pr := acquireRequest(site, w, r)
 	if pr == nil {
 		core.PutRequestBuffer(b)
@@ -131,16 +96,92 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 		}
 		return site.unavailable(w, "too many requests in flight", time.Second)
 	}
-	pr.body = body     // closed with the request
+	pr.body = body // closed with the request
+	pr.watch = watchOf(r.Body)
 	defer pr.release() // the handler's reference
 	defer tr.observe(pr)
-	req, rc := site.Runtime.Submit(r.Context(), engineWait, route.Pool, b, flags, pr.handle)
+	req, rc, submitted := site.Runtime.Submit(r.Context(), engineWait, route.Pool, b, flags, pr.handle)
 	core.PutRequestBuffer(b)
+	tr.submitted(submitted)
 	if rc != core.OK {
 		pr.release() // the core never got it
+		return site.notSubmitted(w, rc, route, tr)
 	}
+	pr.mu.Lock()
+	pr.core = req
+	pr.mu.Unlock()
+	defer pr.closeOutput()
+	defer pr.endReads(w)
+	return site.await(w, r, pr, route, tr)
+}
+
+// WatchBody puts the site's request_body_timeout on r's body, once; call it before
+// anything reads the body (Serve does, if the caller has not).
+func (site *Site) WatchBody(w http.ResponseWriter, r *http.Request) {
+	if watchOf(r.Body) == nil {
+		WatchBody(w, r, site.BodyIdleTimeout)
+	}
+}
+
+// bufferAhead reads a body larger than readAheadBody before the request goes to PHP,
+// whole when buffering is on (body.go), so no PHP thread waits on it; nil when PHP
+// streams it from the client, or when it is small (appendSmallBody). A body PHP would
+// refuse (past post_max_size) is not read ahead: PHP refuses it without reading it, as
+// it always did.
+func (site *Site) bufferAhead(r *http.Request) (*requestBody, error) {
+	limit := site.Runtime.PostMaxSize()
+	policy := site.RequestBuffer
+	if policy.Off || r.Body == nil || r.Body == http.NoBody || (r.ContentLength >= 0 && r.ContentLength <= readAheadBody) ||
+		(limit > 0 && r.ContentLength > limit) {
+		return nil, nil
+	}
+	body, err := bufferBody(r.Body, policy, limit)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if r.ContentLength >= 0 && body.size != r.ContentLength {
+		body.close()
+		return nil, bodyError(io.ErrUnexpectedEOF)
+	}
+	return body, nil
+}
+
+// appendSmallBody puts a body of at most readAheadBody at the end of b, where it
+// travels with the request: one with a small Content-Length, read now, or a chunked one
+// read ahead that turned out small (closed then). It returns the body PHP still reads
+// through the read_body callback, if any, and whether the whole body travels in b.
+func appendSmallBody(b *core.RequestBuffer, r *http.Request, body *requestBody) (*requestBody, bool, error) {
+	switch {
+	case body != nil && body.complete() && body.size <= readAheadBody:
+		start := len(b.Strings)
+		b.Strings = append(b.Strings, make([]byte, body.size)...)
+		err := body.copyTo(b.Strings[start:])
+		body.close()
+		if err != nil {
+			return nil, false, caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		b.BodyLen = len(b.Strings) - start
+		return nil, true, nil
+	case body == nil && r.ContentLength >= 0 && r.ContentLength <= readAheadBody:
+		start := len(b.Strings)
+		b.Strings = append(b.Strings, make([]byte, r.ContentLength)...)
+		n, err := readBody(r.Body, b.Strings[start:])
+		if err == nil && int64(n) < r.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, false, bodyError(err)
+		}
+		b.Strings = b.Strings[:start+n]
+		b.BodyLen = n
+		return nil, true, nil
+	}
+	return body, false, nil
+}
+
+// notSubmitted answers a request the core did not take.
+func (site *Site) notSubmitted(w http.ResponseWriter, rc core.Code, route Route, tr *requestTrace) error {
 	switch rc {
-	case core.OK:
 	case core.ErrQueueFull:
 		tr.fail("all PHP threads are busy and the queue is full")
 		return site.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
@@ -150,13 +191,14 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	case core.ErrUnknownPool:
 		tr.fail("worker removed")
 		return site.unavailable(w, "worker "+route.Name+" was removed by a config change", time.Second)
-	default:
-		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
 	}
-	pr.mu.Lock()
-	pr.core = req
-	pr.mu.Unlock()
+	return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("php_worker: submitting the request failed (code %d)", rc))
+}
 
+// await sends the response of a submitted request as the core delivers it, until its
+// end; it answers the client itself when the request cannot be served as PHP made it
+// (a deadline, a refusal, max_wait_time, a body that stopped arriving).
+func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, route Route, tr *requestTrace) error {
 	var timeout <-chan time.Time
 	var retry *time.Timer
 	if wait := site.MaxWaitTime; wait > 0 {
@@ -164,33 +206,28 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 		defer retry.Stop()
 		timeout = retry.C
 	}
-	defer pr.closeOutput()
-	defer pr.endReads(w)
 	for {
 		select {
 		case <-pr.wake:
 			end, err := pr.send()
-			if errors.Is(err, errExpired) {
+			switch {
+			case errors.Is(err, errExpired):
 				tr.fail("the request ran past its time limit")
 				return site.expired(w, pr)
-			}
-			if errors.Is(err, errRefused) {
+			case errors.Is(err, errRefused):
 				tr.fail("the core handed the request back unserved")
 				return site.refused(w, pr, route)
-			}
-			if errors.Is(err, errTruncated) {
+			case errors.Is(err, errTruncated):
 				tr.fail("part of the response could not be buffered")
 				return site.truncated(w, pr)
-			}
-			if err != nil {
+			case err != nil:
 				// The PHP thread has moved on, or will at its next output: only this
 				// goroutine waited on the client (timeouts write bounds that wait).
 				pr.abandon()
 				site.Logger.Info("client stopped reading the response; it is dropped", zap.String("uri", r.RequestURI),
 					zap.Error(err))
 				return nil
-			}
-			if end {
+			case end:
 				return nil
 			}
 		case <-r.Context().Done():
@@ -217,20 +254,6 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
-}
-
-// idleBody ends a read of the request body that waits longer than idle for a byte: the
-// connection's read deadline moves before each read (a timeout reads as
-// os.ErrDeadlineExceeded, answered 408).
-type idleBody struct {
-	io.ReadCloser
-	conn *http.ResponseController
-	idle time.Duration
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	_ = b.conn.SetReadDeadline(time.Now().Add(b.idle))
-	return b.ReadCloser.Read(p)
 }
 
 // bodyError answers a request whose body did not arrive whole (see bodyErrorStatus).

@@ -21,13 +21,15 @@ const tracerName = "github.com/php-worker/php_worker"
 // the site has one: the time it waited for a PHP thread and its run are child spans,
 // from the timing the core reports. Without a recording span above, nothing is made.
 type requestTrace struct {
-	ctx       context.Context
-	span      trace.Span
-	submitted time.Time
-	thread    int
-	queued    time.Duration
-	status    int
-	failure   string // why the request failed in php_worker (a timeout, a refusal...), or ""
+	ctx  context.Context
+	span trace.Span
+	// When the core took the request (zero until then): the "php queue" span's start.
+	// Before it, the span's time went to reading the body and waiting for PHP to start.
+	queued  time.Time
+	thread  int
+	wait    time.Duration // how long the core says it waited for a PHP thread
+	status  int
+	failure string // why the request failed in php_worker (a timeout, a refusal...), or ""
 }
 
 // startTrace starts the span of r, and hands PHP its context: the traceparent PHP sees
@@ -54,7 +56,15 @@ func startTrace(r *http.Request, s Script, route Route) *requestTrace {
 		))
 	sc := span.SpanContext()
 	r.Header.Set("Traceparent", "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-"+sc.TraceFlags().String())
-	return &requestTrace{ctx: ctx, span: span, submitted: time.Now(), thread: -1}
+	return &requestTrace{ctx: ctx, span: span, thread: -1}
+}
+
+// submitted notes when the core took the request: the body was read and PHP was
+// running then, and the core counts the request's wait for a thread from there.
+func (t *requestTrace) submitted(at time.Time) {
+	if t != nil {
+		t.queued = at
+	}
 }
 
 // observe copies what the core told of the request's run; call it before the request
@@ -64,7 +74,7 @@ func (t *requestTrace) observe(pr *phpRequest) {
 		return
 	}
 	pr.mu.Lock()
-	t.thread, t.queued, t.status = pr.thread, pr.queued, pr.status
+	t.thread, t.wait, t.status = pr.thread, pr.queued, pr.status
 	pr.mu.Unlock()
 }
 
@@ -83,15 +93,15 @@ func (t *requestTrace) end(err error) {
 	}
 	now := time.Now()
 	tracer := t.span.TracerProvider().Tracer(tracerName)
-	if t.thread >= 0 {
-		ran := t.submitted.Add(t.queued)
-		_, wait := tracer.Start(t.ctx, "php queue", trace.WithTimestamp(t.submitted))
+	if t.thread >= 0 && !t.queued.IsZero() {
+		ran := t.queued.Add(t.wait)
+		_, wait := tracer.Start(t.ctx, "php queue", trace.WithTimestamp(t.queued))
 		wait.End(trace.WithTimestamp(ran))
 		_, run := tracer.Start(t.ctx, "php run", trace.WithTimestamp(ran),
 			trace.WithAttributes(attribute.String("php_worker.thread", "php-"+strconv.Itoa(t.thread))))
 		run.End(trace.WithTimestamp(now))
 		t.span.SetAttributes(attribute.String("php_worker.thread", "php-"+strconv.Itoa(t.thread)),
-			attribute.Int64("php_worker.queued_us", t.queued.Microseconds()))
+			attribute.Int64("php_worker.queued_us", t.wait.Microseconds()))
 	}
 	if t.status != 0 {
 		t.span.SetAttributes(attribute.Int("http.response.status_code", t.status))
