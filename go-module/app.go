@@ -126,15 +126,24 @@ type App struct {
 	// restarts PHP (requests wait meanwhile).
 	PHPIni PHPIni `json:"php_ini,omitempty"`
 
-	// Names of the triggers that make a request to an HTTP worker run in a request of
-	// its own, for a debugger or profiler to act on it: a cookie, query parameter,
-	// header or form field of one of these names. Such a request runs the worker script
-	// on a classic thread, booting the app for it; requests without a trigger go to the
-	// booted workers. Default: the triggers of the debuggers and profilers php_ini loads
-	// (Xdebug: XDEBUG_SESSION, XDEBUG_SESSION_START, XDEBUG_TRIGGER, XDEBUG_PROFILE,
-	// XDEBUG_TRACE; SPX: SPX_ENABLED, SPX_KEY; Blackfire: X-Blackfire-Query; Tideways:
-	// X-Tideways-Profiler, _tideways), none when it loads none. ["off"] turns it off.
+	// Debug triggers: the names of the cookies, query parameters, headers or form
+	// fields that make a request to an HTTP worker run in a request of its own, for a
+	// debugger or profiler to act on it. Such a request runs the worker script on a
+	// classic thread, booting the app for it; requests without a trigger go to the
+	// booted workers. Off by default: any client could otherwise make the server boot
+	// the app for its request. ["auto"] takes the triggers of the debuggers and
+	// profilers php_ini loads (Xdebug: XDEBUG_SESSION, XDEBUG_SESSION_START,
+	// XDEBUG_TRIGGER, XDEBUG_PROFILE, XDEBUG_TRACE; SPX: SPX_ENABLED, SPX_KEY;
+	// Blackfire: X-Blackfire-Query; Tideways: X-Tideways-Profiler, _tideways); a list
+	// of names takes those; ["off"] is the default. A name with '_' or '.' is not looked
+	// up as a header: PHP never sees such headers.
 	DebugTriggers []string `json:"debug_triggers,omitempty"`
+
+	// The value a debug trigger must carry to count, compared in constant time: with
+	// it, only clients that know it can pull a trigger. Give Xdebug the same value
+	// (php_ini xdebug.trigger_value), so it acts on the same requests. Default: any
+	// value counts.
+	DebugTriggerValue string `json:"debug_trigger_value,omitempty"`
 
 	// Workers serving any site whose resolved script is their file. Relative files are
 	// relative to Caddy's working directory; match is not allowed here.
@@ -233,7 +242,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionSchedules(); err != nil {
 		return err
 	}
-	a.addWorkers(globals)
+	if t := a.debugTriggers(); t != nil {
+		a.logger.Info("debug triggers are on: a worker request carrying one runs in a request of its own",
+			zap.Strings("triggers", t.names), zap.Bool("value_required", t.value != ""))
+	} else if a.DebugTriggerValue != "" {
+		a.logger.Warn("debug_trigger_value is set but no debug trigger is on (debug_triggers)")
+	}
+	a.addWorkers(globals, "")
 	if err := registerMetrics(ctx); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -371,10 +386,11 @@ func (a *App) Validate() error {
 		return fmt.Errorf("request_buffer (%d bytes) must not exceed request_buffer_total (%d bytes)", a.RequestBuffer, a.RequestBufferTotal)
 	}
 	for _, t := range a.DebugTriggers {
-		if t == "" || (t == "off" && len(a.DebugTriggers) > 1) || strings.ContainsAny(t, " \t;=,") {
-			return fmt.Errorf("debug_triggers: %q is not a trigger name (or give off alone)", t)
+		if t == "" || ((t == triggersOff || t == triggersAuto) && len(a.DebugTriggers) > 1) || strings.ContainsAny(t, " \t;=,") {
+			return fmt.Errorf("debug_triggers: %q is not a trigger name (or give auto or off alone)", t)
 		}
 	}
+
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
 	}
@@ -398,10 +414,15 @@ func (a *App) engineSettings() engineSettings {
 // its Provision) and takes a reference to the pool of each: a worker keeps its pool, so
 // its threads, across reloads as long as its name does not change. Names are unique
 // per config: a repeated one gets a #2, #3, ... suffix in provisioning order.
-func (a *App) addWorkers(workers []*WorkerConfig) {
+func (a *App) addWorkers(workers []*WorkerConfig, server string) {
 	a.registry.mu.Lock()
 	defer a.registry.mu.Unlock()
 	for _, w := range workers {
+		if server != "" && a.registry.names[w.Name] > 0 {
+			// FrankenPHP's rule: a site worker whose name another worker has is named
+			// after its server, then numbered if that is taken too.
+			w.Name = server + ":" + w.Name
+		}
 		key := w.Name
 		if a.registry.names[key]++; a.registry.names[key] > 1 {
 			key = fmt.Sprintf("%s#%d", key, a.registry.names[key])
@@ -409,6 +430,17 @@ func (a *App) addWorkers(workers []*WorkerConfig) {
 		w.pool = a.rt.AcquirePool(key)
 		a.registry.all = append(a.registry.all, w)
 	}
+}
+
+// globalWorkerFiles is a new set of the global workers' files.
+func (a *App) globalWorkerFiles() map[string]bool {
+	a.registry.mu.Lock()
+	defer a.registry.mu.Unlock()
+	files := make(map[string]bool, len(a.registry.globalFiles))
+	for file := range a.registry.globalFiles {
+		files[file] = true
+	}
+	return files
 }
 
 // globalWorker is the global worker whose file is filename, or nil.

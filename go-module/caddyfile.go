@@ -39,6 +39,8 @@ import (
 //				<key> <value>
 //				...
 //			}
+//			debug_triggers auto|off|<name>...
+//			debug_trigger_value <secret>
 //			worker <file> [<num>]
 //			worker {
 //				file <path>
@@ -89,8 +91,9 @@ import (
 // into before PHP runs, before they go to temporary files, and request_buffer off lets
 // PHP read large bodies from the client itself (see App.UnbufferedRequests); php_ini overrides php.ini settings and may repeat;
 // debug_triggers names the cookies, query parameters, headers or form fields that make
-// a worker request run in a request of its own for a debugger or profiler (default:
-// those of the debuggers php_ini loads; off: none; see App.DebugTriggers);
+// a worker request run in a request of its own for a debugger or profiler (auto: those
+// of the debuggers php_ini loads; off, the default: none; see App.DebugTriggers), and
+// debug_trigger_value the secret value a trigger must carry to count;
 // worker starts a worker script for every site (see WorkerConfig); background runs a
 // script with a loop of its own (see App.Background), task_worker a script that runs
 // tasks for other PHP threads (see App.TaskWorkers), schedule a script at the times of
@@ -233,6 +236,10 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if len(a.DebugTriggers) == 0 {
 					return d.ArgErr()
 				}
+			case "debug_trigger_value":
+				if !d.AllArgs(&a.DebugTriggerValue) || a.DebugTriggerValue == "" {
+					return d.ArgErr()
+				}
 			case "php_ini":
 				if a.PHPIni == nil {
 					a.PHPIni = PHPIni{}
@@ -244,7 +251,7 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
 					return err
 				}
-				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, debug_triggers, worker, background, task_worker, schedule)", dl, name)
+				return d.Errf("unknown %s option %q (known: num_threads, max_threads, max_idle_time, max_wait_time, shutdown_timeout, timeout_grace, max_stuck_threads, shared_store_size, local_store_size, response_buffer, response_buffer_total, request_buffer, request_buffer_total, php_ini, debug_triggers, debug_trigger_value, worker, background, task_worker, schedule)", dl, name)
 			}
 		}
 	}

@@ -264,7 +264,7 @@ func TestPlanSplitsThreadsAndKeysPools(t *testing.T) {
 	app.setup(caddy.Context{Context: context.Background()})
 	w1 := &WorkerConfig{FileName: "/a.php", Name: "/a.php", Num: 2, poolEnv: [][2]string{{"FRANKENPHP_WORKER", "1"}}}
 	w2 := &WorkerConfig{FileName: "/b.php", Name: "/a.php", Num: 1}
-	app.addWorkers([]*WorkerConfig{w1, w2})
+	app.addWorkers([]*WorkerConfig{w1, w2}, "")
 	defer php.ReleasePool(w1.pool.Key())
 	defer php.ReleasePool(w2.pool.Key())
 	p, err := app.makePlan()
@@ -296,7 +296,7 @@ func TestPlanMaxThreads(t *testing.T) {
 	app := &App{NumThreads: 6}
 	app.setup(caddy.Context{Context: context.Background()})
 	w := &WorkerConfig{FileName: "/a.php", Name: "/scaled.php", Num: 2}
-	app.addWorkers([]*WorkerConfig{w})
+	app.addWorkers([]*WorkerConfig{w}, "")
 	defer php.ReleasePool(w.pool.Key())
 	plan := func() (*plan, error) { return app.makePlan() }
 

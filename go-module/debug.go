@@ -4,12 +4,12 @@
 package phpworker
 
 import (
-	"bytes"
-	"io"
+	"crypto/subtle"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
+
+	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
 // Debugging and profiling a worker app. Debuggers and profilers (Xdebug, SPX, Blackfire)
@@ -20,6 +20,12 @@ import (
 // with that request's superglobals, the app booted for it, frankenphp_handle_request()
 // serving it once and returning false, and a full request shutdown, as under php-fpm.
 // Requests without a trigger are served by the booted workers as always.
+//
+// Such a request costs a boot of the whole app on the classic pool. So triggers are off
+// until the config turns them on (debug_triggers), and a config can ask that a trigger
+// carry a secret value (debug_trigger_value): a production server that loads Blackfire
+// or Tideways for its own profiling does not let any client make it boot the app, and
+// the agents' own checks (Blackfire's signed queries) run only after that boot.
 
 // debuggers names the extensions (by a part of their file name in php_ini's extension
 // and zend_extension lines) that act on triggers, with the triggers they take: names
@@ -34,8 +40,14 @@ var debuggers = []struct {
 	{"tideways", []string{"X-Tideways-Profiler", "_tideways"}},
 }
 
-// defaultDebugTriggers are the triggers of the debuggers and profilers php_ini loads.
-func defaultDebugTriggers(ini PHPIni) []string {
+// The debug_triggers values that are not trigger names.
+const (
+	triggersAuto = "auto" // the triggers of the debuggers php_ini loads
+	triggersOff  = "off"  // none (the default)
+)
+
+// loadedDebuggerTriggers are the triggers of the debuggers and profilers php_ini loads.
+func loadedDebuggerTriggers(ini PHPIni) []string {
 	var triggers []string
 	for _, key := range []string{"extension", "zend_extension"} {
 		for _, file := range ini[key] {
@@ -50,70 +62,78 @@ func defaultDebugTriggers(ini PHPIni) []string {
 	return triggers
 }
 
-// debugTriggers is the triggers this config routes on (none: every worker request goes
-// to its worker).
-func (a *App) debugTriggers() []string {
-	switch {
-	case len(a.DebugTriggers) == 1 && a.DebugTriggers[0] == "off":
-		return nil
-	case len(a.DebugTriggers) > 0:
-		return a.DebugTriggers
-	default:
-		return defaultDebugTriggers(a.PHPIni)
-	}
+// debugTriggers is what a config routes on: trigger names, and the value they must
+// carry ("" for any).
+type debugTriggers struct {
+	names []string
+	value string
 }
 
-// maxTriggerForm is the largest form body looked into for a trigger field; the body
-// is read before the request goes to PHP either way (request.Site.Serve).
+// debugTriggers is the triggers this config routes on; nil when none (every worker
+// request goes to its worker).
+func (a *App) debugTriggers() *debugTriggers {
+	var names []string
+	switch {
+	case len(a.DebugTriggers) == 0 || a.DebugTriggers[0] == triggersOff:
+		return nil
+	case a.DebugTriggers[0] == triggersAuto:
+		names = loadedDebuggerTriggers(a.PHPIni)
+	default:
+		names = a.DebugTriggers
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &debugTriggers{names: names, value: a.DebugTriggerValue}
+}
+
+// maxTriggerForm is the largest form body looked into for a trigger field.
 const maxTriggerForm = 64 << 10
 
-// carriesTrigger tells whether r carries one of triggers: a cookie, a query parameter,
-// a header or (in a small url-encoded form body) a field of that name.
-func carriesTrigger(r *http.Request, triggers []string) bool {
+// carriedBy tells whether r carries one of the triggers (with the required value): a
+// cookie, a query parameter, a header or (in a small url-encoded form body) a field of
+// that name. A header counts only when PHP would see it: CGI drops the headers whose
+// name has '_' or '.', so XDEBUG_SESSION reaches PHP as a cookie, a query parameter or
+// a form field, never as a header. Call it once r's body has its idle timeout
+// (request.Site.WatchBody): the form is read here.
+func (t *debugTriggers) carriedBy(r *http.Request) bool {
 	query := r.URL.Query()
-	for _, t := range triggers {
-		if _, err := r.Cookie(t); err == nil {
+	for _, name := range t.names {
+		if c, err := r.Cookie(name); err == nil && t.accepts(c.Value) {
 			return true
 		}
-		if query.Has(t) || r.Header.Get(t) != "" {
+		if values, ok := query[name]; ok && t.acceptsAny(values) {
 			return true
 		}
+		if !strings.ContainsAny(name, "_.") {
+			if values := r.Header.Values(name); len(values) > 0 && t.acceptsAny(values) {
+				return true
+			}
+		}
 	}
-	if r.Method != http.MethodPost || r.ContentLength <= 0 || r.ContentLength > maxTriggerForm || r.Body == nil ||
-		!strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+	if r.Method != http.MethodPost {
 		return false
 	}
-	// Read whole and put back: PHP reads the same bytes.
-	body := make([]byte, r.ContentLength)
-	n, err := io.ReadFull(r.Body, body)
-	r.Body = readBack{Reader: io.MultiReader(bytes.NewReader(body[:n]), errorReader{err}), Closer: r.Body}
-	if err != nil {
-		return false
-	}
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return false
-	}
-	for _, t := range triggers {
-		if form.Has(t) {
+	form := request.PeekForm(r, maxTriggerForm)
+	for _, name := range t.names {
+		if values, ok := form[name]; ok && t.acceptsAny(values) {
 			return true
 		}
 	}
 	return false
 }
 
-// readBack is a request body read ahead, then read again from its bytes.
-type readBack struct {
-	io.Reader
-	io.Closer
+// accepts tells whether a trigger's value is one that counts: any, or the configured
+// secret (compared in constant time).
+func (t *debugTriggers) accepts(value string) bool {
+	return t.value == "" || subtle.ConstantTimeCompare([]byte(value), []byte(t.value)) == 1
 }
 
-// errorReader ends a body read back with the error its first read met (nil: io.EOF).
-type errorReader struct{ err error }
-
-func (e errorReader) Read([]byte) (int, error) {
-	if e.err == nil {
-		return 0, io.EOF
+func (t *debugTriggers) acceptsAny(values []string) bool {
+	for _, v := range values {
+		if t.accepts(v) {
+			return true
+		}
 	}
-	return 0, e.err
+	return false
 }

@@ -12,27 +12,31 @@ import (
 	"testing"
 )
 
-func TestDebugTriggersFollowWhatPHPIniLoads(t *testing.T) {
-	if got := (&App{}).debugTriggers(); got != nil {
-		t.Errorf("no debugger loaded: no triggers, got %q", got)
-	}
+func TestDebugTriggersAreOffUntilTheConfigTurnsThemOn(t *testing.T) {
 	xdebug := &App{PHPIni: PHPIni{"zend_extension": {"opcache", "/usr/lib/php/xdebug.so"}}}
-	if got := xdebug.debugTriggers(); !reflect.DeepEqual(got, debuggers[0].triggers) {
-		t.Errorf("Xdebug loaded: %q", got)
+	if got := xdebug.debugTriggers(); got != nil {
+		t.Errorf("Xdebug loaded, triggers not turned on: none, got %v", got)
 	}
-	spx := &App{PHPIni: PHPIni{"extension": {"spx"}}}
-	if got := spx.debugTriggers(); !reflect.DeepEqual(got, []string{"SPX_ENABLED", "SPX_KEY"}) {
-		t.Errorf("SPX loaded: %q", got)
+	if got := (&App{DebugTriggers: []string{"auto"}}).debugTriggers(); got != nil {
+		t.Errorf("auto with no debugger loaded: none, got %v", got)
+	}
+	xdebug.DebugTriggers = []string{"auto"}
+	if got := xdebug.debugTriggers(); got == nil || !reflect.DeepEqual(got.names, debuggers[0].triggers) || got.value != "" {
+		t.Errorf("auto with Xdebug loaded: %v", got)
+	}
+	spx := &App{PHPIni: PHPIni{"extension": {"spx"}}, DebugTriggers: []string{"auto"}, DebugTriggerValue: "s3cret"}
+	if got := spx.debugTriggers(); got == nil || !reflect.DeepEqual(got.names, []string{"SPX_ENABLED", "SPX_KEY"}) || got.value != "s3cret" {
+		t.Errorf("auto with SPX loaded: %v", got)
 	}
 	xdebug.DebugTriggers = []string{"off"}
 	if got := xdebug.debugTriggers(); got != nil {
-		t.Errorf("off: %q", got)
+		t.Errorf("off: %v", got)
 	}
 	spx.DebugTriggers = []string{"MY_TRIGGER"}
-	if got := spx.debugTriggers(); !reflect.DeepEqual(got, []string{"MY_TRIGGER"}) {
-		t.Errorf("a list replaces the defaults: %q", got)
+	if got := spx.debugTriggers(); got == nil || !reflect.DeepEqual(got.names, []string{"MY_TRIGGER"}) {
+		t.Errorf("a list of names: %v", got)
 	}
-	for _, bad := range [][]string{{"off", "X"}, {""}, {"A B"}, {"A=1"}} {
+	for _, bad := range [][]string{{"off", "X"}, {"auto", "X"}, {""}, {"A B"}, {"A=1"}} {
 		if err := (&App{DebugTriggers: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "debug_triggers") {
 			t.Errorf("%q: %v", bad, err)
 		}
@@ -40,7 +44,7 @@ func TestDebugTriggersFollowWhatPHPIniLoads(t *testing.T) {
 }
 
 func TestATriggerIsACookieAQueryParameterAHeaderOrAFormField(t *testing.T) {
-	triggers := []string{"XDEBUG_SESSION", "X-Blackfire-Query"}
+	triggers := &debugTriggers{names: []string{"XDEBUG_SESSION", "X-Blackfire-Query"}}
 	get := func(target string, header ...string) *http.Request {
 		r := httptest.NewRequest("GET", target, nil)
 		for i := 0; i+1 < len(header); i += 2 {
@@ -58,10 +62,34 @@ func TestATriggerIsACookieAQueryParameterAHeaderOrAFormField(t *testing.T) {
 		{"query without a value", get("/app?XDEBUG_SESSION"), true},
 		{"cookie", get("/app", "Cookie", "a=b; XDEBUG_SESSION=vscode"), true},
 		{"header", get("/app", "X-Blackfire-Query", "signature=x"), true},
+		// CGI drops a header whose name has '_': PHP would never see this one.
+		{"header with '_'", get("/app", "XDEBUG_SESSION", "1"), false},
 		{"another cookie", get("/app", "Cookie", "XDEBUG=1"), false},
 	} {
-		if got := carriesTrigger(tc.r, triggers); got != tc.want {
+		if got := triggers.carriedBy(tc.r); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// With a value, only a trigger carrying it counts, wherever it is.
+	secret := &debugTriggers{names: triggers.names, value: "s3cret"}
+	for _, tc := range []struct {
+		name string
+		r    *http.Request
+		want bool
+	}{
+		{"query, other value", get("/app?XDEBUG_SESSION=PHPSTORM"), false},
+		{"query, no value", get("/app?XDEBUG_SESSION"), false},
+		{"query, the value", get("/app?XDEBUG_SESSION=s3cret"), true},
+		{"query, the value second", get("/app?XDEBUG_SESSION=x&XDEBUG_SESSION=s3cret"), true},
+		{"cookie, other value", get("/app", "Cookie", "XDEBUG_SESSION=vscode"), false},
+		{"cookie, the value", get("/app", "Cookie", "XDEBUG_SESSION=s3cret"), true},
+		{"header, other value", get("/app", "X-Blackfire-Query", "signature=x"), false},
+		{"header, the value", get("/app", "X-Blackfire-Query", "s3cret"), true},
+		{"prefix of the value", get("/app?XDEBUG_SESSION=s3cre"), false},
+	} {
+		if got := secret.carriedBy(tc.r); got != tc.want {
+			t.Errorf("with a value, %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 
@@ -72,7 +100,7 @@ func TestATriggerIsACookieAQueryParameterAHeaderOrAFormField(t *testing.T) {
 	}
 	for body, want := range map[string]bool{"a=1&XDEBUG_SESSION=1": true, "a=1&b=2": false} {
 		r := post(body)
-		if got := carriesTrigger(r, triggers); got != want {
+		if got := triggers.carriedBy(r); got != want {
 			t.Errorf("form %q: %v, want %v", body, got, want)
 		}
 		// PHP reads the same body afterwards.
@@ -83,7 +111,7 @@ func TestATriggerIsACookieAQueryParameterAHeaderOrAFormField(t *testing.T) {
 	// A body that ends early keeps its error for PHP's read (a 400, not a silent cut).
 	short := post("a=1")
 	short.ContentLength = 10
-	if carriesTrigger(short, triggers) {
+	if triggers.carriedBy(short) {
 		t.Error("a short body carries no trigger")
 	}
 	if _, err := io.ReadAll(short.Body); err != io.ErrUnexpectedEOF {

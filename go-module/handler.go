@@ -63,6 +63,12 @@ type Handler struct {
 	// (Caddy's own timeouts, read_body, still apply).
 	RequestBodyTimeout caddy.Duration `json:"request_body_timeout,omitempty"`
 
+	// The site's name (FrankenPHP's php_server name): its log lines, and the lines PHP
+	// writes while it serves the site's requests, carry it as "server", and a worker of
+	// the site whose name another worker has is named "<name>:<worker name>". Default:
+	// none.
+	Name string `json:"name,omitempty"`
+
 	// Workers of this site: a request whose resolved script is a worker's file, or
 	// whose path matches one of its match patterns, goes to that worker.
 	Workers []WorkerConfig `json:"workers,omitempty"`
@@ -71,7 +77,7 @@ type Handler struct {
 	logger     *zap.Logger
 	site       *request.Site
 	resolver   request.Resolver
-	triggers   []string // debug triggers (App.DebugTriggers)
+	triggers   *debugTriggers // nil: none (App.DebugTriggers)
 	fileServer *fileserver.FileServer
 	env        [][2]string
 	root       string    // resolved root when Root has no placeholders
@@ -105,6 +111,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // setup is Provision once the app is known.
 func (h *Handler) setup(ctx caddy.Context, app *App) error {
 	h.logger = ctx.Logger()
+	if h.Name != "" {
+		h.logger = h.logger.With(zap.String("server", h.Name))
+	}
 	h.app = app
 
 	if h.Root == "" {
@@ -131,8 +140,6 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 		yes := true
 		h.ResolveRootSymlink = &yes
 	}
-	h.resolver = request.NewResolver(index, normalized, !h.DisableFileServer,
-		func(name string) bool { return h.workerFor(name) != nil })
 
 	if err := request.CheckEnv(h.Env); err != nil {
 		return err
@@ -170,12 +177,19 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 	if err := checkUniqueFiles("php_worker site directive", workers); err != nil {
 		return err
 	}
-	h.app.addWorkers(workers)
+	h.app.addWorkers(workers, h.Name)
 	if _, err := h.app.makePlan(); err != nil {
 		return err
 	}
+	// Worker scripts are known to exist: requests for them need no stat.
+	known := h.app.globalWorkerFiles()
+	for _, w := range workers {
+		known[w.FileName] = true
+	}
+	h.resolver = request.NewResolver(index, normalized, !h.DisableFileServer, known)
 	h.triggers = app.debugTriggers()
 	h.site = &request.Site{
+		Name:            h.Name,
 		Runtime:         app.rt,
 		Logger:          h.logger,
 		RequestBuffer:   app.requestBufferPolicy(),
@@ -235,34 +249,25 @@ func (h *Handler) rootFor(repl *caddy.Replacer) (string, error) {
 	return abs, nil
 }
 
-// ServeHTTP resolves the request to a script, a static file or a redirect.
+// ServeHTTP decides once where the request goes (a redirect, a static file, the next
+// handler, or a script on a pool: its route), then hands it down.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if strings.IndexByte(r.URL.Path, 0) >= 0 {
-		return h.refuse(r, http.StatusBadRequest, "invalid request path: NUL byte")
+	if err := h.checkRequest(r); err != nil {
+		return err
 	}
-	if cl := r.Header.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err != nil || n < 0 {
-			return h.refuse(r, http.StatusBadRequest, fmt.Sprintf("invalid Content-Length header %q", cl))
-		}
-	}
+	// Before anything reads the body (a debug trigger's form field): a client that
+	// stalls it is bound by request_body_timeout from its first byte on.
+	h.site.WatchBody(w, r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	root, err := h.rootFor(repl)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
-	if worker := h.matchWorker(r); worker != nil {
-		return h.site.Serve(w, r, h.workerScript(root, worker), repl, h.route(r, worker))
+	d, err := h.destination(r, root)
+	if err != nil {
+		return err
 	}
-	kind, s := h.resolver.Resolve(root, r.URL.Path)
-	if kind == request.TargetPHP && r.URL.RawPath != "" {
-		// The escaped path is what some path matchers judged; if it selects another
-		// script than the decoded one (e.g. "/a.php%2F..%2Fb.php"), refuse.
-		if escaped, err := url.PathUnescape(caddyhttp.NormalizedPath(r.URL.EscapedPath(), true)); err != nil ||
-			scriptPart(escaped, h.resolver.Split()) != scriptPart(caddyhttp.NormalizedPath(r.URL.Path, true), h.resolver.Split()) {
-			return h.refuse(r, http.StatusBadRequest, "escaped and decoded paths select different scripts")
-		}
-	}
-	switch kind {
+	switch d.target {
 	case request.TargetRedirect:
 		to := r.URL.EscapedPath() + "/"
 		if r.URL.RawQuery != "" {
@@ -280,7 +285,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return caddyhttp.Error(http.StatusNotFound, nil)
 	}
-	return h.site.Serve(w, r, s, repl, h.route(r, h.workerFor(s.Filename)))
+	return h.site.Serve(w, r, d.script, repl, d.route)
+}
+
+// checkRequest refuses what no script may see: a NUL in the path, a malformed
+// Content-Length.
+func (h *Handler) checkRequest(r *http.Request) error {
+	if strings.IndexByte(r.URL.Path, 0) >= 0 {
+		return h.refuse(r, http.StatusBadRequest, "invalid request path: NUL byte")
+	}
+	if cl := r.Header.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err != nil || n < 0 {
+			return h.refuse(r, http.StatusBadRequest, fmt.Sprintf("invalid Content-Length header %q", cl))
+		}
+	}
+	return nil
+}
+
+// destination is where a request goes: what its path names, and for a script, the
+// script and its route.
+type destination struct {
+	target request.Target
+	script request.Script
+	route  request.Route
+}
+
+// destination decides where r goes: a site worker whose match patterns take it, else
+// what its path resolves to under root, run by the worker whose file it is, if any.
+func (h *Handler) destination(r *http.Request, root string) (destination, error) {
+	if worker := h.matchWorker(r); worker != nil {
+		return destination{target: request.TargetPHP, script: h.workerScript(root, worker), route: h.route(r, worker)}, nil
+	}
+	kind, s := h.resolver.Resolve(root, r.URL.Path)
+	if kind != request.TargetPHP {
+		return destination{target: kind}, nil
+	}
+	if r.URL.RawPath != "" {
+		// The escaped path is what some path matchers judged; if it selects another
+		// script than the decoded one (e.g. "/a.php%2F..%2Fb.php"), refuse.
+		if escaped, err := url.PathUnescape(caddyhttp.NormalizedPath(r.URL.EscapedPath(), true)); err != nil ||
+			scriptPart(escaped, h.resolver.Split()) != scriptPart(caddyhttp.NormalizedPath(r.URL.Path, true), h.resolver.Split()) {
+			return destination{}, h.refuse(r, http.StatusBadRequest, "escaped and decoded paths select different scripts")
+		}
+	}
+	return destination{target: kind, script: s, route: h.route(r, h.workerFor(s.Filename))}, nil
 }
 
 // route is where a request for worker (nil: a classic script) goes, with the env lists
@@ -289,7 +337,7 @@ func (h *Handler) route(r *http.Request, worker *WorkerConfig) request.Route {
 	switch {
 	case worker == nil:
 		return request.Route{SiteEnv: h.env}
-	case h.triggers != nil && worker.kind == kindHTTP && carriesTrigger(r, h.triggers):
+	case h.triggers != nil && worker.kind == kindHTTP && h.triggers.carriedBy(r):
 		// For a debugger or profiler (debug.go): the worker script on a classic thread,
 		// for this request alone, with the env its worker gives every request.
 		route := request.Route{OneShot: true, Name: worker.Name, WorkerEnv: worker.oneShotEnv}

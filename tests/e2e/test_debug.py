@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, LARAVEL_APP, LARAVEL_INI, laravel_root
+from conftest import CADDY, LARAVEL_APP, LARAVEL_INI, laravel_root, make_caddyfile
 
 # Counts its requests and tells its boots apart; prints what the request brought.
 COUNTING_WORKER = r"""<?php
@@ -105,16 +105,102 @@ def test_untriggered_requests_keep_the_booted_worker_while_triggered_ones_run(tr
     assert all(a["boot"] == boot for a in plain)
 
 
-def test_triggers_are_off_unless_php_ini_loads_a_debugger(start_server, tmp_path):
+def test_triggers_are_off_until_the_config_turns_them_on(start_server, tmp_path):
+    """No trigger routes a request unless debug_triggers says so, even when php_ini loads
+    a debugger (production servers load Blackfire or Tideways): no client can make the
+    server boot the app for its request. With Xdebug loaded (the PHP 8.2 build),
+    debug_triggers auto takes Xdebug's triggers."""
     (tmp_path / "worker.php").write_text(COUNTING_WORKER)
-    srv = start_server("debug-off", app=tmp_path, threads=2, site_extra=f"""\t\tworker {{
+    worker = f"""\t\tworker {{
 			file {tmp_path}/worker.php
 			num 1
 			match /app*
-		}}""")
+		}}"""
+    xdebug = xdebug_available()
+    ini = "\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode debug\n" if xdebug else ""
+    srv = start_server("debug-off", app=tmp_path, threads=2, global_extra=ini, site_extra=worker)
     first = srv.get("/app").json()
-    got = srv.get("/app?XDEBUG_SESSION=1", headers={"Cookie": "XDEBUG_SESSION=x"}).json()
-    assert got["boot"] == first["boot"] and got["n"] == 2
+    got = srv.get("/app?XDEBUG_SESSION=1&SPX_ENABLED=1", headers={"Cookie": "XDEBUG_SESSION=x",
+                                                                  "X-Blackfire-Query": "x"}).json()
+    assert got["boot"] == first["boot"] and got["n"] == 2, "no trigger is on by default"
+    if not xdebug:
+        return
+    auto = start_server("debug-auto", app=tmp_path, threads=2, global_extra=ini + "\t\tdebug_triggers auto", site_extra=worker)
+    first = auto.get("/app").json()
+    got = auto.get("/app?XDEBUG_TRIGGER=1").json()
+    assert got["boot"] != first["boot"] and got["n"] == 1, "auto: Xdebug's triggers"
+    assert auto.wait_log(lambda e: e.get("msg", "").startswith("debug triggers are on")
+                         and "XDEBUG_SESSION" in e.get("triggers", []))
+
+
+def test_a_trigger_counts_only_with_the_configured_value(start_server, tmp_path):
+    """debug_trigger_value: a trigger carrying another value, or none, goes to the
+    booted worker like any request; one carrying the value runs on its own."""
+    (tmp_path / "worker.php").write_text(COUNTING_WORKER)
+    srv = start_server("debug-value", app=tmp_path, threads=2,
+                       global_extra="\t\tdebug_triggers MY_DEBUG X-Profile-Me\n\t\tdebug_trigger_value s3cr3t-v4lue",
+                       site_extra=f"\t\tworker {{\n\t\t\tfile {tmp_path}/worker.php\n\t\t\tnum 1\n\t\t\tmatch /app*\n\t\t}}")
+    boot = srv.get("/app").json()["boot"]
+    for how, kw in [("no value", dict(path="/app?MY_DEBUG")), ("another value", dict(path="/app?MY_DEBUG=PHPSTORM")),
+                    ("a prefix", dict(path="/app?MY_DEBUG=s3cr3t")),
+                    ("cookie, another value", dict(path="/app", headers={"Cookie": "MY_DEBUG=x"})),
+                    ("header, another value", dict(path="/app", headers={"X-Profile-Me": "1"}))]:
+        assert srv.request(**kw).json()["boot"] == boot, f"{how}: the booted worker"
+    for how, kw in [("query", dict(path="/app?MY_DEBUG=s3cr3t-v4lue")),
+                    ("cookie", dict(path="/app", headers={"Cookie": "MY_DEBUG=s3cr3t-v4lue"})),
+                    ("header", dict(path="/app", headers={"X-Profile-Me": "s3cr3t-v4lue"}))]:
+        got = srv.request(**kw).json()
+        assert got["boot"] != boot and got["n"] == 1, f"{how}: a request of its own"
+
+
+def test_a_header_trigger_php_cannot_see_routes_nothing(start_server, tmp_path):
+    """php_worker gives PHP no header whose name has '_' (X_Foo would spoof X-Foo once
+    PHP reads HTTP_X_FOO): XDEBUG_SESSION sent as a header, even one Caddy keeps
+    (expected_underscore_headers), would boot the app for a request in which Xdebug
+    never sees it. As a cookie it counts."""
+    (tmp_path / "worker.php").write_text(COUNTING_WORKER)
+    worker = f"\t\tworker {{\n\t\t\tfile {tmp_path}/worker.php\n\t\t\tnum 1\n\t\t\tmatch /app*\n\t\t}}"
+
+    def caddyfile(port, admin):
+        text = make_caddyfile(port, admin, app=tmp_path, threads=2, global_extra="\t\tdebug_triggers XDEBUG_SESSION",
+                              site_extra=worker)
+        return text.replace("\tphp_worker {", "\tservers {\n\t\texpected_underscore_headers XDEBUG_SESSION\n\t}\n"
+                            "\tphp_worker {", 1)
+
+    srv = start_server("debug-underscore", caddyfile=caddyfile)
+    boot = srv.get("/app").json()["boot"]
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"GET /app HTTP/1.1\r\nHost: t\r\nXDEBUG_SESSION: 1\r\nConnection: close\r\n\r\n")
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    assert b'"boot":"%s"' % boot.encode() in answer, answer[-300:]
+    assert srv.get("/app", headers={"Cookie": "XDEBUG_SESSION=1"}).json()["boot"] != boot
+
+
+def test_a_stalled_form_body_is_bound_by_the_body_timeout_before_the_trigger_check(start_server, tmp_path):
+    """The form field check reads the body: a client that stalls it gets the 408 of
+    request_body_timeout, as anywhere else, and the server serves on."""
+    (tmp_path / "worker.php").write_text(COUNTING_WORKER)
+    srv = start_server("debug-form-stall", app=tmp_path, threads=2, global_extra="\t\tdebug_triggers MY_DEBUG",
+                       site_extra=f"\t\trequest_body_timeout 1s\n\t\tworker {{\n\t\t\tfile {tmp_path}/worker.php"
+                                  "\n\t\t\tnum 1\n\t\t\tmatch /app*\n\t\t}")
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+    start = time.monotonic()
+    s.sendall(b"POST /app HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+              b"Content-Length: 1000\r\n\r\nMY_DEBUG=1&a=")
+    answer = b""
+    try:
+        while chunk := s.recv(65536):
+            answer += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    elapsed = time.monotonic() - start
+    assert answer.startswith(b"HTTP/1.1 408 "), (answer[:200], f"{elapsed:.1f}s")
+    assert elapsed < 10, f"{elapsed:.1f}s"
+    assert srv.get("/app").status == 200
 
 
 def xdebug_available():
@@ -175,7 +261,7 @@ def test_an_ide_debugs_one_request_of_a_laravel_worker_while_the_worker_serves(s
     ide.settimeout(60)
     port = ide.getsockname()[1]
     name = "laravel-xdebug"
-    ini = (LARAVEL_INI + "\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode debug\n"
+    ini = (LARAVEL_INI + "\t\tdebug_triggers auto\n\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode debug\n"
            "\t\tphp_ini xdebug.start_with_request trigger\n\t\tphp_ini xdebug.client_host 127.0.0.1\n"
            f"\t\tphp_ini xdebug.client_port {port}\n")
     srv = start_server(name, app=LARAVEL_APP / "public", threads=3, global_extra=ini, site_extra=f"""\t\troot {LARAVEL_APP}/public
@@ -240,7 +326,7 @@ def test_xdebugs_profiler_writes_one_file_per_triggered_request(start_server, tm
     out = tmp_path / "profiles"
     out.mkdir()
     (tmp_path / "worker.php").write_text(COUNTING_WORKER)
-    ini = (f"\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode profile\n"
+    ini = (f"\t\tdebug_triggers auto\n\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode profile\n"
            f"\t\tphp_ini xdebug.start_with_request trigger\n\t\tphp_ini xdebug.output_dir {out}\n"
            "\t\tphp_ini xdebug.profiler_output_name cachegrind.out.%R.%u\n")
     srv = start_server("xdebug-profile", app=tmp_path, threads=2, global_extra=ini, site_extra=f"""\t\tworker {{

@@ -31,14 +31,15 @@ type Resolver struct {
 	split      []string // lower-case ASCII split extensions, like ".php"
 	fileServer bool     // serve existing non-PHP files
 	stat       func(string) FileKind
-	// known reports files known to exist without a stat: running worker scripts.
-	known func(string) bool
+	// known are files known to exist without a stat: the worker scripts (set once, read
+	// by every request).
+	known map[string]bool
 }
 
 // NewResolver is a Resolver with an index file ("" for none), split extensions
 // (NormalizeSplit's), whether existing static files are served, and the files known to
 // exist without a stat (running worker scripts; nil for none).
-func NewResolver(index string, split []string, fileServer bool, known func(string) bool) Resolver {
+func NewResolver(index string, split []string, fileServer bool, known map[string]bool) Resolver {
 	return Resolver{index: index, split: split, fileServer: fileServer, stat: StatKind, known: known}
 }
 
@@ -71,7 +72,7 @@ func StatKind(name string) FileKind {
 }
 
 func (rs Resolver) isFile(name string) bool {
-	if rs.known != nil && rs.known(name) {
+	if rs.known[name] {
 		return true
 	}
 	return rs.stat(name) == regularFile

@@ -126,7 +126,7 @@ func TestResolve(t *testing.T) {
 
 func TestResolveTrustsRunningWorkerFiles(t *testing.T) {
 	rs := Resolver{index: "index.php", split: []string{".php"}, stat: fakeFS(),
-		known: func(name string) bool { return name == "/srv/index.php" }}
+		known: map[string]bool{"/srv/index.php": true}}
 	if kind, s := rs.Resolve("/srv", "/users/1"); kind != TargetPHP || s.Filename != "/srv/index.php" {
 		t.Errorf("a worker's file needs no stat: got %v %+v", kind, s)
 	}
