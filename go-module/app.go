@@ -187,8 +187,9 @@ type App struct {
 type workerRegistry struct {
 	mu          sync.Mutex
 	all         []*WorkerConfig
-	names       map[string]int           // workers per name, to make pool keys unique
-	globalFiles map[string]*WorkerConfig // global workers by absolute file
+	names       map[string]int             // workers per name, to make pool keys unique
+	globalFiles map[string]*WorkerConfig   // global workers by absolute file
+	groups      map[string]frankenPHPGroup // FrankenPHP handler groups (frankenphphandler.go)
 }
 
 // CaddyModule returns the Caddy module information.

@@ -311,6 +311,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		file_server off
 //		env <key> <value>
 //		request_body_timeout <duration>|off
+//		name <name>
 //		worker <file> [<num>]
 //		worker {
 //			file <path>
@@ -330,8 +331,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 // front controller, "off" disables both; split (default .php) sets where SCRIPT_NAME
 // ends and PATH_INFO starts; file_server off sends every non-script request to the
 // index instead of serving files; env adds $_SERVER and getenv() values and may
-// repeat; worker runs a worker script for the requests whose script is its file, or
-// whose path matches one of its match patterns (see WorkerConfig).
+// repeat; name names the site in its log lines and its workers' names (see
+// Handler.Name); worker runs a worker script for the requests whose script is its
+// file, or whose path matches one of its match patterns (see WorkerConfig).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return h.unmarshal(d, dialectPHPWorker)
 }
@@ -413,6 +415,10 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return d.Errf("request_body_timeout takes a duration, 0 or off: %q", v)
 				}
 				h.RequestBodyTimeout = caddy.Duration(t)
+			case "name":
+				if !d.AllArgs(&h.Name) || h.Name == "" {
+					return d.ArgErr()
+				}
 			case "worker":
 				w, err := parseWorker(d, true, dl)
 				if err != nil {
@@ -423,7 +429,7 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
 					return err
 				}
-				return d.Errf("unknown %s subdirective %q (known: root, index, split, file_server, env, resolve_root_symlink, worker)", dl, name)
+				return d.Errf("unknown %s subdirective %q (known: root, index, split, file_server, env, resolve_root_symlink, request_body_timeout, name, worker)", dl, name)
 			}
 		}
 	}

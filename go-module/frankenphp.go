@@ -109,8 +109,6 @@ func (dl dialect) frankenPHP() bool { return dl != dialectPHPWorker }
 func unsupportedFrankenPHPOption(d *caddyfile.Dispenser, dl dialect, name string) error {
 	var why string
 	switch {
-	case (dl == dialectPHPServer || dl == dialectPHP) && name == "name":
-		why = "php_worker labels a site's workers in logs and metrics by their own name or file"
 	case (dl == dialectPHPServer || dl == dialectPHP) && name == "hot_reload":
 		why = "php_worker has no Mercure hub; `worker { watch }` restarts workers when files change"
 	default:

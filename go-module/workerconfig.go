@@ -77,6 +77,12 @@ type WorkerConfig struct {
 	// them. In the Caddyfile, `watch` alone means **/*.php. Default: no watching.
 	Watch []string `json:"watch,omitempty"`
 
+	// FrankenPHP's: how many boot failures in a row end the server. php_worker never
+	// gives up on a worker that fails to boot: it retries with a backoff (see
+	// max_boot_backoff) and answers its requests 503 meanwhile, which FrankenPHP calls
+	// -1. So -1 (or leaving it out) is the only value taken.
+	MaxConsecutiveFailures int `json:"max_consecutive_failures,omitempty"`
+
 	kind        workerKind       // set by the list the config is in (App.Background, App.TaskWorkers)
 	stopTimeout time.Duration    // a background script's time to stop: the app's shutdown_timeout
 	argv        []string         // a scheduled job's command line (schedule.go)
@@ -138,6 +144,10 @@ func (w *WorkerConfig) provision(ctx caddy.Context, base string, inherited map[s
 	}
 	if w.kind == "" {
 		w.kind = kindHTTP
+	}
+	if w.MaxConsecutiveFailures != 0 && w.MaxConsecutiveFailures != -1 {
+		return fmt.Errorf("worker %s: max_consecutive_failures %d: php_worker never gives up on a worker that fails "+
+			"to boot, it retries with a backoff up to max_boot_backoff (FrankenPHP's -1); only -1 is accepted", w.Name, w.MaxConsecutiveFailures)
 	}
 	if w.Num < 0 || w.MaxRequests < 0 || w.MaxBootBackoff < 0 || w.MaxThreads < 0 || w.MaxMemory < 0 {
 		return fmt.Errorf("worker %s: num, max_threads, max_requests, max_memory and max_boot_backoff must not be negative", w.Name)
@@ -373,6 +383,7 @@ func parseWorker(d *caddyfile.Dispenser, allowMatch bool, dl dialect) (WorkerCon
 				return w, d.ArgErr()
 			}
 			if v != "-1" {
+				// provision says the same of a JSON config.
 				return w, d.Errf("worker max_consecutive_failures %s: php_worker never gives up on a worker that fails "+
 					"to boot, it retries with a backoff up to max_boot_backoff (FrankenPHP's -1); only -1 is accepted", v)
 			}

@@ -132,12 +132,17 @@ class Server:
         self.admin_port = admin_port
         self.workdir = workdir
         self.log_path = workdir / "caddy.log"
-        (workdir / "Caddyfile").write_text(caddyfile)
+        # A JSON config (Caddy's own format, as FrankenPHP's tests write it) loads as is;
+        # anything else is a Caddyfile.
+        config, adapter = (workdir / "Caddyfile", ["--adapter", "caddyfile"])
+        if caddyfile.lstrip().startswith("{\""):
+            config, adapter = (workdir / "config.json", [])
+        config.write_text(caddyfile)
         self.log_file = open(self.log_path, "wb")
         env = dict(os.environ, HOME=str(workdir), XDG_CONFIG_HOME=str(workdir), XDG_DATA_HOME=str(workdir),
                    PHP_WORKER_TEST_ENV="from-process", **(env or {}))
         self.proc = subprocess.Popen(
-            [str(CADDY), "run", "--config", str(workdir / "Caddyfile"), "--adapter", "caddyfile"],
+            [str(CADDY), "run", "--config", str(config)] + adapter,
             cwd=str(REPO), stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
         try:
             self._wait_ready()

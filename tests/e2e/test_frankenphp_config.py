@@ -143,8 +143,8 @@ def test_php_runs_only_the_scripts_requests_name(site):
 @pytest.mark.parametrize("snippet, message", [
     ("{\n\tfrankenphp {\n\t\tmax_requests -1\n\t}\n}\n:8080 {\n\tphp_server\n}\n",
      "max_requests must be a non-negative integer"),
-    (":8080 {\n\tphp_server {\n\t\tname app\n\t}\n}\n",
-     "php_server name: this FrankenPHP option has no php_worker counterpart"),
+    (":8080 {\n\tphp_server {\n\t\thot_reload\n\t}\n}\n",
+     "php_server hot_reload: this FrankenPHP option has no php_worker counterpart"),
     (":8080 {\n\tphp_server {\n\t\trequest_body_timeout soon\n\t}\n}\n", "request_body_timeout takes a duration"),
     (":8080 {\n\tphp_server {\n\t\tworker {\n\t\t\tfile w.php\n\t\t\tmax_consecutive_failures 6\n\t\t}\n\t}\n}\n",
      "only -1 is accepted"),
@@ -160,3 +160,126 @@ def test_frankenphp_options_without_a_counterpart_are_refused(tmp_path, snippet,
         p = subprocess.run([str(CADDY), "validate", "--config", str(f)], capture_output=True, text=True, timeout=60)
         status, err = p.returncode, p.stderr
     assert status != 0 and message in err, err
+
+
+# A worker that prints FOO as the request sees it, then as it saw it at boot.
+ENV_WORKER = """<?php
+$boot = $_SERVER;
+while (frankenphp_handle_request(function () use ($boot) {
+    echo $_SERVER['FOO'] ?? '', $boot['FOO'] ?? '', $_GET['i'] ?? '';
+})) {
+}
+"""
+
+
+def frankenphp_json(admin, port, worker_dir, root, handlers):
+    """The JSON config of FrankenPHP's own caddy/TestJsonEnv: an apps.frankenphp worker
+    with env, and a route whose nested subroutes end in FrankenPHP's php handler."""
+    return {
+        "admin": {"listen": f"127.0.0.1:{admin}"},
+        "apps": {
+            "frankenphp": {"workers": [{"env": {"FOO": "bar"}, "file_name": str(worker_dir / "worker-env.php"), "num": 1}]},
+            "http": {
+                "http_port": port,
+                "servers": {"srv0": {
+                    "listen": [f"127.0.0.1:{port}"],
+                    "routes": [{
+                        "handle": [{"handler": "subroute", "routes": [{"handle": [{
+                            "handler": "subroute", "routes": [{"handle": handlers}]}]}]}],
+                        "terminal": True,
+                    }],
+                }},
+            },
+            "pki": {"certificate_authorities": {"local": {"install_trust": False}}},
+        },
+    }
+
+
+def test_frankenphps_json_config_loads_and_serves(start_server, tmp_path):
+    """FrankenPHP's TestJsonEnv config, as FrankenPHP's JSON writes it (handler "php"
+    with env and root under nested subroutes, a worker in apps.frankenphp): it loads,
+    and the worker sees the site's env over its own, as on FrankenPHP ("bazbar")."""
+    (tmp_path / "worker-env.php").write_text(ENV_WORKER)
+    handler = {"env": {"FOO": "baz"}, "handler": "php", "root": str(tmp_path)}
+
+    def config(port, admin):
+        return json.dumps(frankenphp_json(admin, port, tmp_path, tmp_path, [handler]))
+
+    srv = start_server("frankenphp-json", caddyfile=config)
+    r = srv.get("/worker-env.php?i=1")
+    assert (r.status, r.text) == (200, "bazbar1"), r.text
+
+
+def test_frankenphp_json_handler_fields_and_route_groups(start_server, tmp_path):
+    """http.handlers.php takes FrankenPHP's fields: its request_body_timeout (0 turns it
+    off), name, and route_group (1.12) or server_index (1.13), which FrankenPHP's
+    php_server puts on the copies of one handler in several routes: the copies' worker
+    starts once. A field FrankenPHP does not have is refused."""
+    (tmp_path / "worker-env.php").write_text(ENV_WORKER)
+    (tmp_path / "plain.php").write_text("<?php echo 'plain';")
+    worker = {"file_name": "worker-env.php", "num": 1, "match_path": ["/w/*"], "name": "env",
+              "max_consecutive_failures": -1}
+    copy = {"handler": "php", "root": str(tmp_path), "server_index": 3, "name": "shop", "request_body_timeout": 0,
+            "env": {"FOO": "site"}, "workers": [worker]}
+
+    def config(port, admin):
+        cfg = frankenphp_json(admin, port, tmp_path, tmp_path, [])
+        del cfg["apps"]["frankenphp"]["workers"]
+        routes = cfg["apps"]["http"]["servers"]["srv0"]["routes"]
+        routes[0] = {"match": [{"path": ["/w/*"]}], "handle": [dict(copy)]}
+        routes.append({"handle": [dict(copy)], "terminal": True})
+        return json.dumps(cfg)
+
+    srv = start_server("frankenphp-json-groups", caddyfile=config)
+    assert srv.get("/w/x?i=7").text == "sitesite7"
+    assert srv.get("/plain.php").text == "plain"
+    threads = srv.threads()
+    workers = {t.get("worker") for t in threads["threads"] if t.get("worker")}
+    assert workers == {"env"}, threads
+    assert sum(1 for t in threads["threads"] if t.get("worker") == "env") == 1, "the copies share one worker thread"
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(frankenphp_json(free_port(), free_port(), tmp_path, tmp_path,
+                                              [{"handler": "php", "root": str(tmp_path), "index": "x.php"}])))
+    p = subprocess.run([str(CADDY), "validate", "--config", str(bad)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and 'unknown field \\"index\\"' in p.stderr, p.stderr[-2000:]
+
+
+def test_php_server_name_scopes_workers_and_logs(start_server, tmp_path):
+    """php_server's name (FrankenPHP 1.13): two sites whose workers have one name keep
+    them apart, the one provisioned second as "<server>:<name>", and the lines PHP logs
+    while serving a site carry its name."""
+    for site in ("a", "b"):
+        (tmp_path / site).mkdir()
+        (tmp_path / site / "w.php").write_text(
+            "<?php while (frankenphp_handle_request(function () { error_log('served by ' . __DIR__); echo basename(__DIR__); })) {}")
+
+    def caddyfile(port, admin):
+        port2 = free_port()
+        caddyfile.port2 = port2
+        sites = ""
+        for site, p in (("a", port), ("b", port2)):
+            sites += f"""
+http://127.0.0.1:{p} {{
+	php_server {{
+		root {tmp_path / site}
+		name shop-{site}
+		worker {{
+			file w.php
+			num 1
+			name app
+			match /*
+		}}
+	}}
+}}
+"""
+        return f"{{\n\tadmin 127.0.0.1:{admin}\n\tlog {{\n\t\tformat json\n\t}}\n}}\n" + sites
+
+    srv = start_server("php-server-name", caddyfile=caddyfile)
+    assert srv.get("/").text == "a"
+    status, body, _ = http_get(caddyfile.port2, "/")
+    assert (status, body) == (200, b"b")
+    names = {t.get("worker") for t in srv.threads()["threads"] if t.get("worker")}
+    assert names in ({"app", "shop-a:app"}, {"app", "shop-b:app"}), names
+    lines = srv.wait_log(lambda e: "served by" in e.get("msg", ""), count=2)
+    assert {(e.get("server"), e["msg"].rsplit("/", 1)[-1]) for e in lines} == {("shop-a", "a"), ("shop-b", "b")}, lines
