@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 )
 
 func init() {
@@ -30,9 +31,12 @@ func init() {
 //
 // (health.go says what each probe checks.)
 //
-// Admin routers are created again with every admin server, so they reach PHP through
-// the package's runtime, not through a config.
-type adminAPI struct{}
+// Admin routers are created again with every config load, and provisioned before the
+// config's apps (Caddy starts the admin server first): they take the process's runtime
+// (processRuntime), which every app of every config drives.
+type adminAPI struct {
+	rt *phpruntime.Runtime
+}
 
 // CaddyModule returns the Caddy module information.
 func (adminAPI) CaddyModule() caddy.ModuleInfo {
@@ -42,8 +46,14 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// Provision takes the process's runtime.
+func (a *adminAPI) Provision(caddy.Context) error {
+	a.rt = processRuntime()
+	return nil
+}
+
 // Routes returns the admin routes.
-func (a adminAPI) Routes() []caddy.AdminRoute {
+func (a *adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/php_worker/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/php_worker/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
@@ -52,20 +62,20 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/frankenphp/workers/restart", Handler: caddy.AdminHandlerFunc(a.restartWorkers)},
 		{Pattern: "/frankenphp/threads", Handler: caddy.AdminHandlerFunc(a.threads)},
 		{Pattern: "/php_worker/health", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			return probeAPI(w, r, false)
+			return a.probe(w, r, false)
 		})},
 		{Pattern: "/php_worker/ready", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			return probeAPI(w, r, true)
+			return a.probe(w, r, true)
 		})},
 	}
 }
 
-// probeAPI answers a probe on the admin API, whose errors are caddy.APIErrors.
-func probeAPI(w http.ResponseWriter, r *http.Request, ready bool) error {
+// probe answers a probe on the admin API, whose errors are caddy.APIErrors.
+func (a *adminAPI) probe(w http.ResponseWriter, r *http.Request, ready bool) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
-	return writeProbe(w, r, ready)
+	return writeProbe(w, r, a.rt, ready)
 }
 
 // restartTimeout bounds how long a restart waits for the new scripts to boot.
@@ -75,15 +85,15 @@ const restartTimeout = 60 * time.Second
 // boot the script beside the running ones and take over as they are ready. It answers
 // once every worker's new threads are ready, or one failed to boot (the old ones keep
 // serving it).
-func (adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
+func (a *adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use POST")}
 	}
-	restarted, err := php.RestartWorkers()
+	restarted, err := a.rt.RestartWorkers()
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
-	failed, err := php.WaitForGenerations(restarted, time.Now().Add(restartTimeout))
+	failed, err := a.rt.WaitForGenerations(restarted, time.Now().Add(restartTimeout))
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
@@ -97,7 +107,7 @@ func (adminAPI) restartWorkers(w http.ResponseWriter, r *http.Request) error {
 }
 
 // schedules answers the running config's scheduled jobs (see scheduleStates).
-func (adminAPI) schedules(w http.ResponseWriter, r *http.Request) error {
+func (a *adminAPI) schedules(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
@@ -106,15 +116,18 @@ func (adminAPI) schedules(w http.ResponseWriter, r *http.Request) error {
 }
 
 // threads answers the engine's snapshot of its threads and pools.
-func (adminAPI) threads(w http.ResponseWriter, r *http.Request) error {
+func (a *adminAPI) threads(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
-	stats := threadsJSON()
+	stats := threadsJSON(a.rt)
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(stats)
 	return err
 }
 
 // Interface guards
-var _ caddy.AdminRouter = adminAPI{}
+var (
+	_ caddy.AdminRouter = (*adminAPI)(nil)
+	_ caddy.Provisioner = (*adminAPI)(nil)
+)

@@ -250,7 +250,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.logger.Warn("debug_trigger_value is set but no debug trigger is on (debug_triggers)")
 	}
 	a.addWorkers(globals, "")
-	if err := registerMetrics(ctx); err != nil {
+	if err := registerMetrics(ctx, a.rt); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 
@@ -267,7 +267,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) setup(ctx caddy.Context) {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
-	a.rt = php
+	a.rt = processRuntime()
 	a.exit = new(exitState)
 	if a.ShutdownTimeout == 0 {
 		a.ShutdownTimeout = caddy.Duration(30 * time.Second)

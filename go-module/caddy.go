@@ -19,10 +19,15 @@ import (
 	"github.com/php-worker/php_worker/go-module/internal/request"
 )
 
-// php is the PHP of this process: each config's App takes it at provision and hands it
-// down to its handlers' sites; the modules Caddy creates without a config (admin
-// routes, the metrics collector, the health handler) read it here.
+// php is the PHP of this process. Only this file reads it: the core's callbacks get it
+// in init, each App takes it at Provision and hands it down (its sites, the probe and
+// status handlers, the metrics collector), and the admin routes, which Caddy provisions
+// before any app, take it through processRuntime.
 var php = phpruntime.New(moduleVersion(), coreBuildID)
+
+// processRuntime is the process's PHP runtime, for a module that has no app to take it
+// from.
+func processRuntime() *phpruntime.Runtime { return php }
 
 func init() {
 	core.SetHost(request.Host{Runtime: php})

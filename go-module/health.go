@@ -116,12 +116,12 @@ func probe(rt *phpruntime.Runtime, ready bool) healthState {
 }
 
 // writeProbe answers a probe: 200 or 503, with the state as JSON.
-func writeProbe(w http.ResponseWriter, r *http.Request, ready bool) error {
+func writeProbe(w http.ResponseWriter, r *http.Request, rt *phpruntime.Runtime, ready bool) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		return caddyhttp.Error(http.StatusMethodNotAllowed, fmt.Errorf("method not allowed, use GET"))
 	}
-	st := probe(php, ready)
+	st := probe(rt, ready)
 	body, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -149,6 +149,18 @@ func writeProbe(w http.ResponseWriter, r *http.Request, ready bool) error {
 type HealthHandler struct {
 	// "live" or "ready". Default: ready.
 	Probe string `json:"probe,omitempty"`
+
+	rt *phpruntime.Runtime
+}
+
+// Provision takes the runtime of the config's app.
+func (h *HealthHandler) Provision(ctx caddy.Context) error {
+	app, err := configuredApp(ctx)
+	if err != nil {
+		return err
+	}
+	h.rt = app.rt
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -170,7 +182,7 @@ func (h *HealthHandler) Validate() error {
 
 // ServeHTTP answers the probe; it never calls the next handler.
 func (h *HealthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	return writeProbe(w, r, h.Probe != "live")
+	return writeProbe(w, r, h.rt, h.Probe != "live")
 }
 
 // UnmarshalCaddyfile reads `php_worker_health [live|ready]`.
@@ -193,6 +205,7 @@ func parseHealthCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, 
 
 // Interface guards
 var (
+	_ caddy.Provisioner           = (*HealthHandler)(nil)
 	_ caddy.Validator             = (*HealthHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*HealthHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*HealthHandler)(nil)

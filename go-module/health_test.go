@@ -34,7 +34,7 @@ func TestProbesFailWithoutPHP(t *testing.T) {
 	}
 	for _, probe := range []string{"live", "ready"} {
 		w := httptest.NewRecorder()
-		h := HealthHandler{Probe: probe}
+		h := HealthHandler{Probe: probe, rt: php}
 		if err := h.ServeHTTP(w, httptest.NewRequest("GET", "/"+probe, nil), nil); err != nil {
 			t.Fatal(err)
 		}

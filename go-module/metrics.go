@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 	"github.com/php-worker/php_worker/go-module/internal/request"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,13 +26,16 @@ type collector struct {
 	opcacheMemory, opcacheHits, opcacheMisses, opcacheScripts     *prometheus.Desc
 	stuckThreads, expiredRequests                                 *prometheus.Desc
 	scheduleRuns, scheduleSeconds                                 *prometheus.Desc
+
+	rt *phpruntime.Runtime // whose engine each scrape reads
 }
 
-func newCollector() *collector {
+func newCollector(rt *phpruntime.Runtime) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("php_worker_"+name, help, labels, nil)
 	}
 	return &collector{
+		rt:                 rt,
 		threads:            d("threads", "PHP threads running, workers included."),
 		busy:               d("busy_threads", "PHP threads running a request."),
 		idle:               d("idle_threads", "PHP threads waiting for a request."),
@@ -89,7 +93,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads one snapshot and sends the metrics. Without a running engine it sends
 // only the gauges, at zero.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s, err := php.Stats()
+	s, err := c.rt.Stats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.threads, err)
 		return
@@ -210,17 +214,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// metrics is the collector every config registers.
-var metrics = newCollector()
-
-// registerMetrics adds php_worker's metrics to the config's registry (each config has
-// its own; the admin API's /metrics serves the running config's).
-func registerMetrics(ctx caddy.Context) error {
+// registerMetrics adds php_worker's metrics of rt to the config's registry (each config
+// has its own; the admin API's /metrics serves the running config's).
+func registerMetrics(ctx caddy.Context, rt *phpruntime.Runtime) error {
 	registry := ctx.GetMetricsRegistry()
 	if registry == nil {
 		return nil
 	}
-	if err := registry.Register(metrics); err != nil {
+	if err := registry.Register(newCollector(rt)); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
 			return err

@@ -29,7 +29,7 @@ var profiling atomic.Bool
 
 // profile answers GET /php_worker/profile?seconds=N&hz=N&mode=wall|cpu: a pprof profile
 // of every PHP thread over the next N seconds (see README, "Profiling").
-func (adminAPI) profile(w http.ResponseWriter, r *http.Request) error {
+func (a *adminAPI) profile(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}
 	}
@@ -50,7 +50,7 @@ func (adminAPI) profile(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("mode must be wall or cpu, not %q", mode)}
 	}
-	e := php.Engine()
+	e := a.rt.Engine()
 	if e == nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("PHP is not running")}
 	}

@@ -34,7 +34,7 @@ func TestProfileParameters(t *testing.T) {
 		{"GET", "", 503, "not running"},
 	} {
 		r := httptest.NewRequest(c.method, "/php_worker/profile?"+c.query, nil)
-		err := adminAPI{}.profile(httptest.NewRecorder(), r)
+		err := (&adminAPI{rt: php}).profile(httptest.NewRecorder(), r)
 		var api caddy.APIError
 		if !errors.As(err, &api) || api.HTTPStatus != c.status || !strings.Contains(api.Err.Error(), c.word) {
 			t.Errorf("%s ?%s: %v, want %d mentioning %q", c.method, c.query, err, c.status, c.word)
@@ -43,4 +43,5 @@ func TestProfileParameters(t *testing.T) {
 	if profiling.Load() {
 		t.Fatal("a refused request left the profiler marked busy")
 	}
+
 }

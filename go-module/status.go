@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 )
 
 func init() {
@@ -41,7 +42,9 @@ var statusPage []byte
 //
 // The page's data comes from the same URL: ?data=threads is /php_worker/threads (the
 // engine's snapshot), ?data=schedules is /php_worker/schedules.
-type StatusHandler struct{}
+type StatusHandler struct {
+	rt *phpruntime.Runtime
+}
 
 // CaddyModule returns the Caddy module information.
 func (StatusHandler) CaddyModule() caddy.ModuleInfo {
@@ -51,8 +54,18 @@ func (StatusHandler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// Provision takes the runtime of the config's app.
+func (h *StatusHandler) Provision(ctx caddy.Context) error {
+	app, err := configuredApp(ctx)
+	if err != nil {
+		return err
+	}
+	h.rt = app.rt
+	return nil
+}
+
 // ServeHTTP answers the page or its data; it never calls the next handler.
-func (StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		return caddyhttp.Error(http.StatusMethodNotAllowed, fmt.Errorf("the status page answers GET"))
@@ -67,7 +80,7 @@ func (StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		return err
 	case "threads":
 		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(threadsJSON())
+		_, err := w.Write(threadsJSON(h.rt))
 		return err
 	case "schedules":
 		w.Header().Set("Content-Type", "application/json")
@@ -93,8 +106,8 @@ func parseStatusCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, 
 }
 
 // threadsJSON is the engine's snapshot, or an empty one when PHP is not running.
-func threadsJSON() []byte {
-	if e := php.Engine(); e != nil {
+func threadsJSON(rt *phpruntime.Runtime) []byte {
+	if e := rt.Engine(); e != nil {
 		if s, err := e.StatsJSON(); err == nil {
 			return s
 		}
