@@ -558,7 +558,8 @@ func slug(heading string) string {
 // each relative link's file (and, for a markdown page, its #anchor among the page's
 // headings), and each file path of the repository written in backticks
 // (`go-module/metrics.go`, `scripts/php-patches/<minor>/`, a <placeholder> standing for
-// any name). Moved files and renamed sections were the most common wrong claims.
+// any name). Moved files and renamed sections were the most common wrong claims. And
+// the README and docs/README.md link to every page.
 func TestDocsLinks(t *testing.T) {
 	pages, err := filepath.Glob(filepath.Join(docsDir, "*.md"))
 	if err != nil {
@@ -582,6 +583,7 @@ func TestDocsLinks(t *testing.T) {
 		return list
 	}
 	repo := filepath.Join(docsDir, "..")
+	linked := map[string][]string{} // page -> the pages its links reach
 	for _, page := range pages {
 		b, err := os.ReadFile(page)
 		if err != nil {
@@ -598,6 +600,7 @@ func TestDocsLinks(t *testing.T) {
 			path := page
 			if file != "" {
 				path = filepath.Join(filepath.Dir(page), file)
+				linked[page] = append(linked[page], filepath.Clean(path))
 				if _, err := os.Stat(path); err != nil {
 					t.Errorf("%s links to %s, which does not exist", name, target)
 					continue
@@ -615,6 +618,19 @@ func TestDocsLinks(t *testing.T) {
 			pattern := placeholder.ReplaceAllString(strings.TrimSuffix(fields[0], "/"), "*")
 			if found, _ := filepath.Glob(filepath.Join(repo, pattern)); len(found) == 0 {
 				t.Errorf("%s names %s, which is not in the repository", name, fields[0])
+			}
+		}
+	}
+	// The README and the docs' index reach every page.
+	index, readme := filepath.Join(docsDir, "README.md"), filepath.Join(repo, "README.md")
+	for _, page := range pages {
+		page = filepath.Clean(page)
+		if page == filepath.Clean(index) || page == filepath.Clean(readme) {
+			continue
+		}
+		for from, fromName := range map[string]string{index: "docs/README.md", readme: "README.md"} {
+			if !slices.Contains(linked[from], page) {
+				t.Errorf("%s does not link to docs/%s", fromName, filepath.Base(page))
 			}
 		}
 	}
