@@ -429,7 +429,7 @@ func (h *Handler) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 				if err := unsupportedFrankenPHPOption(d, dl, name); err != nil {
 					return err
 				}
-				return d.Errf("unknown %s subdirective %q (known: root, index, split, file_server, env, resolve_root_symlink, request_body_timeout, name, worker)", dl, name)
+				return d.Errf("unknown %s subdirective %q (known: root, index, split, file_server, env, resolve_root_symlink, request_body_timeout, name, worker; php_server and php also split_path, php_server try_files)", dl, name)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ const (
 var profiling atomic.Bool
 
 // profile answers GET /php_worker/profile?seconds=N&hz=N&mode=wall|cpu: a pprof profile
-// of every PHP thread over the next N seconds (see README, "Profiling").
+// of every PHP thread over the next N seconds (see docs/debugging-and-profiling.md, "Profiling").
 func (a *adminAPI) profile(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed, use GET")}

@@ -165,7 +165,7 @@ compile_flags="-O2"
 # Laravel app in worker and classic mode, hello world, data handling), and PHP is built
 # again with what GCC learnt. Code the training never ran keeps its plain -O2
 # (-fprofile-partial-training). Off by default: it doubles the compile time, and the
-# bench measured no gain from it (the README's "How PHP is built" gives the numbers).
+# bench measured no gain from it (docs/building.md, "How PHP is built", gives the numbers).
 pgo=${PHP_WORKER_PHP_PGO:-0}
 [ -z "$variant" ] || pgo=0
 pgo_use_flags="-fprofile-use -fprofile-partial-training -fprofile-correction -Wno-missing-profile"

@@ -7,7 +7,7 @@
 #   scripts/extension-list.sh path/to/caddy   from another build
 #   scripts/extension-list.sh --check         exits 1 if the committed list differs
 #
-# tests/e2e/test_extensions.py runs --check, so the README's lists stay true to the build.
+# tests/e2e/test_extensions.py runs --check, so the lists in docs/ stay true to the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2014,7 +2014,7 @@ def laravel_vs_peer(results, out):
                  f"{ours['cpu_us'] / max(1.0, ours['cpu_us'] - own_us):.2f}× this one on the same PHP. ")
     text += ("What is left is making PHP itself faster: the tracing JIT, now on by default, is the gain of the "
              "shipped binary; profile-guided optimisation of PHP and of Go, a higher CPU baseline and the Rust "
-             "core's LTO measured within the noise (README, \"Build your own Caddy\" and \"How PHP is built\").")
+             "core's LTO measured within the noise (docs/building.md, \"Build your own Caddy\" and \"How PHP is built\").")
     out.append(text)
 
 

@@ -190,8 +190,8 @@ class Server:
     def request(self, path, method="GET", body=None, headers=None, timeout=30, resend=False):
         """One request on a new connection. With resend, a GET whose connection closed
         unanswered is sent again, up to 3 tries, as HTTP clients do: right after a config
-        load Caddy may close a connection its old listener accepted (see the README's
-        reload section)."""
+        load Caddy may close a connection its old listener accepted (see
+        docs/reloads-and-admin-api.md)."""
         for attempt in range(3 if resend and method == "GET" else 1):
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
             try:
@@ -255,7 +255,7 @@ class Server:
     def admin(self, method, path, body=None, headers=None, timeout=120):
         """A request to Caddy's admin API: (status, body text). Caddy restarts its admin
         server after every config load, and a connection that reached the old one can
-        close unanswered (see the README's reload section): a GET is sent again then, up
+        close unanswered (see docs/reloads-and-admin-api.md): a GET is sent again then, up
         to 3 tries, as HTTP clients do; other methods are sent once."""
         for attempt in range(3 if method == "GET" else 1):
             conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)

@@ -27,8 +27,8 @@ EXT_APP = HERE / "extensions"
 LARAVEL = HERE / "laravel"
 
 # Every extension of the build (scripts/build-php.sh): PHP's own, then the PECL ones. The
-# README's list is generated from the build (scripts/extension-list.sh); this is the
-# contract the tests hold it to.
+# lists in docs/extensions-<minor>.md are generated from the build
+# (scripts/extension-list.sh); this is the contract the tests hold it to.
 CORE = """bcmath bz2 calendar ctype curl date dba dom exif fileinfo filter ftp gd gettext gmp hash
 iconv intl json ldap libxml mbstring mysqli mysqlnd openssl pcntl pcre pdo pdo_mysql pdo_pgsql
 pdo_sqlite pgsql phar posix random readline reflection session shmop simplexml soap sockets sodium

@@ -200,7 +200,7 @@ def test_octane_start_status_reload_under_load_and_stop(octane):
                     status, body, _ = octane.get("/octane")
                 except (http.client.RemoteDisconnected, ConnectionResetError) as e:
                     # Caddy may close unanswered a connection its old server accepted
-                    # (README, "Reloads"); a GET is sent again, as HTTP clients do.
+                    # (docs/reloads-and-admin-api.md); a GET is sent again, as HTTP clients do.
                     resent[0] += 1
                     if attempt == 2:
                         failures.append(repr(e))

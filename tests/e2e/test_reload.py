@@ -37,8 +37,8 @@ class Client(threading.Thread):
     response byte because its connection closed is sent again on a new connection, up to
     three attempts, as HTTP clients do for idempotent requests: at the moment Caddy swaps
     listeners, Linux may reset a connection queued on the old socket and Go's server may
-    close one it accepted without answering (plain Caddy does the same; see the README's
-    reload section). php_worker's part is that every request it gets is answered 200."""
+    close one it accepted without answering (plain Caddy does the same; see
+    docs/reloads-and-admin-api.md). php_worker's part is that every request it gets is answered 200."""
 
     ATTEMPTS = 3
 

@@ -472,7 +472,7 @@ def test_rss_levels_off_across_php_restarts(start_server):
                 srv.get("/hello.php", timeout=10)
                 srv.get("/counter", timeout=10)
             except (OSError, http.client.HTTPException):
-                pass  # a connection reset as Caddy swaps listeners (see the README)
+                pass  # a connection reset as Caddy swaps listeners (see docs/reloads-and-admin-api.md)
             time.sleep(0.02)
 
     client = threading.Thread(target=traffic, daemon=True)

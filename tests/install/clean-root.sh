@@ -147,7 +147,7 @@ import http.client, subprocess, sys, threading, time
 root, reload_cmd = sys.argv[1], sys.argv[2]
 stop, failures, served, resent = threading.Event(), [], [0], [0]
 # A new connection per request. Caddy may close one its old server accepted unanswered
-# (README, "Reloads"): then the GET is sent again, as HTTP clients do, and counted.
+# (docs/reloads-and-admin-api.md): then the GET is sent again, as HTTP clients do, and counted.
 def client():
     while not stop.is_set():
         for attempt in range(3):

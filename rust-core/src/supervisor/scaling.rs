@@ -230,9 +230,8 @@ fn machine_ticks() -> Option<(u64, u64)> {
     parse_cpu_line(stat.lines().next()?)
 }
 
-/// (busy, total) from "cpu user nice system idle iowait irq softirq steal ...": idle
-/// and iowait are not busy. Niced work is: with the kernel's autogroups, a niced build
-/// in another session still takes its share of the cores from PHP.
+/// (busy, total) from "cpu user nice system idle iowait irq softirq steal ...": idle,
+/// I/O wait and niced work are not busy (see below).
 fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
     let mut fields = line.split_whitespace();
     if fields.next()? != "cpu" {
