@@ -39,8 +39,15 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc");
 
     let mut build = cc::Build::new();
-    for file in ["sapi.c", "lifecycle.c", "worker.c", "functions.c", "module.c", "background.c", "task.c", "store.c", "opcache.c", "crash.c", "cli.c", "profile.c"] {
-        build.file(format!("csrc/{file}"));
+    // Every .c file of csrc/ (shim.h lists what runs in each).
+    let mut files: Vec<_> = std::fs::read_dir("csrc")
+        .expect("csrc/ is readable")
+        .map(|entry| entry.expect("csrc/ is readable").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+        .collect();
+    files.sort();
+    for file in files {
+        build.file(file);
     }
     // pw_seam.h declares both sides of the seam as Rust sees them: a definition or call
     // that does not match must not build.

@@ -242,7 +242,7 @@ int pw_shim_module_startup(int type, int module_number)
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_WARN", PW_LOG_LEVEL_WARN, CONST_PERSISTENT);
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_ERROR", PW_LOG_LEVEL_ERROR, CONST_PERSISTENT);
 	php_import_environment_variables = pw_import_environment;
-	pw_background_startup();
+	pw_interrupt_startup();
 	pw_task_startup();
 	return SUCCESS;
 }

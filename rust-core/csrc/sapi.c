@@ -359,6 +359,13 @@ void pw_shim_engine_shutdown(void)
 	pw_host_ini_defaults = NULL;
 }
 
+int64_t pw_shim_post_max_size(void)
+{
+	/* The main thread's copy of the SAPI globals, set from php.ini and php_ini at startup;
+	 * post_max_size is PHP_INI_PERDIR, so no script changes it later. */
+	return (int64_t)SG(post_max_size);
+}
+
 void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len)
 {
 	zval zv;

@@ -9,13 +9,25 @@
  * directions are declared in pw_seam.h, generated from the Rust side.
  *
  *   sapi.c       the SAPI module, $_SERVER, engine startup and shutdown
- *   lifecycle.c  PHP threads, request info, running a script, stopping one
+ *   thread.c     a PHP thread's life: its PHP context, got and freed
+ *   script.c     a script run as one request: full startup, the script, full shutdown
+ *   request.c    a request's start and end, as both cycles need them; the module's hooks
+ *                at the end of every request
  *   worker.c     frankenphp_handle_request() and the worker request cycle
  *   functions.c  the other PHP functions, and the per-thread getenv()/putenv()
+ *   task.c       sending a task to a task worker: php_worker_task(), php_worker_tasks()
+ *   store.c      the stores' PHP functions, and PHP values encoded for Rust
  *   opcache.c    OPcache's thread hook, forwarded to Rust
+ *   interrupt.c  reaching a running script from another thread, and the interrupt hook
+ *   profile.c    the profiler's sample, taken at an interrupt
+ *   stop.c       how a script learns it must stop; its php_worker_on_stop() callback
  *   crash.c      the line a fatal signal on a PHP thread leaves on standard error
+ *   cli.c        the command line (`caddy php-cli`), in a process of its own
+ * A file calls only files below it in the graph: no file calls back into one that calls
+ * it (scripts/check-call-graphs.py checks it).
  *
- * Threads: pw_shim_engine_* run on the engine's main PHP thread; everything else runs
+ * Threads: pw_shim_engine_* and module startup run on the engine's main PHP thread;
+ * pw_shim_kill, pw_shim_timed_out and pw_shim_interrupt on any thread; everything else
  * on a PHP thread that called pw_shim_thread_init.
  *
  * This header is internal to csrc/.
@@ -64,20 +76,27 @@ void pw_ini_default_lines(HashTable *configuration_hash, const char *lines);
 /* Hands every response header line to Rust, which parses and keeps them. */
 void pw_forward_headers(void *ctx);
 
-/* lifecycle.c: SG(request_info) and SG(server_context) for a request, and back. */
+/* request.c: SG(request_info) and SG(server_context) for a request, and back. */
 void pw_fill_request_info(const pw_shim_request *req);
 void pw_clear_request_info(void);
-/* Before request shutdown: marks the body read so PHP does not drain it. */
+/* request.c: before request shutdown: marks the body read so PHP does not drain it. */
 void pw_skip_body_drain(void);
-/* After request startup: the form or upload body stopped arriving while PHP parsed it. */
+/* request.c: after request startup: the form or upload body stopped arriving while PHP
+ * parsed it. */
 bool pw_body_failed_at_startup(void);
+/* request.c: closes a session a failed save handler left open, with its lock. */
+void pw_session_release_leaked(void);
 
-/* background.c: php_worker_on_stop()'s interrupt hook, installed at module startup; and
- * forgetting the callback without freeing it (its request memory is gone). */
-void pw_background_startup(void);
-void pw_stop_callback_forget(void);
+/* interrupt.c: the interrupt hook, installed at module startup. */
+void pw_interrupt_startup(void);
 /* profile.c: takes the profiler's sample if this thread has weight pending. */
 void pw_profile_interrupt(void);
+/* stop.c: at an interrupt, runs the php_worker_on_stop() callback if the thread was told
+ * to stop; at a request's end, frees it (release) or, when its memory is already gone,
+ * forgets it without freeing (forget). */
+void pw_stop_callback_run(void);
+void pw_stop_callback_release(void);
+void pw_stop_callback_forget(void);
 /* task.c: the task exception classes, registered at module startup. */
 void pw_task_startup(void);
 
@@ -88,8 +107,6 @@ void pw_worker_script_ended(void);
  * or any script ended. */
 void pw_one_shot_begins(void);
 void pw_one_shot_ends(void);
-/* worker.c: closes a session a failed save handler left open, with its lock. */
-void pw_session_release_leaked(void);
 
 /* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
 void pw_crash_trail_thread_begins(void);
@@ -113,7 +130,7 @@ void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value)
 void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value);
 void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value);
-/* background.c */
+/* stop.c */
 void pw_php_stopping(zend_execute_data *execute_data, zval *return_value);
 void pw_php_wait_stop(zend_execute_data *execute_data, zval *return_value);
 void pw_php_on_stop(zend_execute_data *execute_data, zval *return_value);

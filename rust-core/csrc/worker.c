@@ -136,28 +136,6 @@ static void pw_session_handler_restore(pw_session_handler *kept)
 	PS(mod_user_class_name) = kept->class_name;
 }
 
-/* A session whose save handler failed (a timeout or a fatal error inside a user handler
- * that delegates to PHP's files handler, as Symfony's does) is left open by the
- * session's request shutdown: PHP refuses to call a handler again from inside one, so
- * the user close never runs, and the files handler's descriptor, with its flock, would
- * stay open in this thread for good, locking that session for every later request.
- * Closed here with the module that opened it, after the session's request shutdown and
- * while the request's memory is still there. */
-void pw_session_release_leaked(void)
-{
-	if (!PS(mod_data) || !PS(mod)) {
-		return;
-	}
-	const ps_module *owner = strcmp(PS(mod)->s_name, "user") == 0 ? PS(default_mod) : PS(mod);
-	if (owner && owner->s_close) {
-		zend_try {
-			owner->s_close(&PS(mod_data));
-		} zend_end_try();
-	}
-	PS(mod_data) = NULL;
-	PS(mod_user_is_open) = 0;
-}
-
 static void pw_modules_request_hook(bool startup)
 {
 	for (const char *const *name = pw_request_modules; *name; name++) {

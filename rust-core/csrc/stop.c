@@ -2,7 +2,9 @@
  * How a script learns that it must stop (a background worker's loop above all; see
  * src/runtime/background.rs): php_worker_stopping(), php_worker_wait_stop() and a
  * php_worker_on_stop() callback, which runs at the script's next instruction after the
- * stop was asked, the way pcntl runs signal handlers with pcntl_async_signals().
+ * stop was asked (interrupt.c calls pw_stop_callback_run), the way pcntl runs signal
+ * handlers with pcntl_async_signals(). C because the callback is a PHP value, called
+ * with call_user_function, which can bail out. See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>
@@ -11,21 +13,13 @@
 #include "shim.h"
 
 /* The callback php_worker_on_stop() registered on this thread; UNDEF when none. It is
- * request memory: the request's shutdown frees it (pw_shim_request_shutdown). */
+ * request memory: the request's shutdown frees it (pw_stop_callback_release). */
 static __thread zval pw_stop_callback;
 
-static void (*pw_previous_interrupt)(zend_execute_data *execute_data);
-
-/* zend_interrupt_function: PHP calls it at the next instruction after EG(vm_interrupt)
- * was set, on the interrupted thread. Rust sets the flag when the thread is told to stop
- * and when the profiler wants a sample (pw_shim_interrupt). */
-static void pw_interrupt(zend_execute_data *execute_data)
+/* At the interrupt (interrupt.c): runs the callback, once, if the thread was told to
+ * stop and no exception is pending. */
+void pw_stop_callback_run(void)
 {
-	/* First, while the stack is the one the weight was given for. */
-	pw_profile_interrupt();
-	if (pw_previous_interrupt) {
-		pw_previous_interrupt(execute_data);
-	}
 	if (Z_TYPE(pw_stop_callback) == IS_UNDEF || EG(exception) || !pw_rs_thread_stopping()) {
 		return;
 	}
@@ -44,28 +38,11 @@ void pw_stop_callback_forget(void)
 	ZVAL_UNDEF(&pw_stop_callback);
 }
 
-void pw_background_startup(void)
-{
-	/* zend_startup() cleared it, so each engine start chains once. */
-	if (zend_interrupt_function != pw_interrupt) {
-		pw_previous_interrupt = zend_interrupt_function;
-		zend_interrupt_function = pw_interrupt;
-	}
-}
-
-int pw_shim_request_shutdown(int type, int module_number)
+/* At the request's shutdown (request.c): frees the callback with the request. */
+void pw_stop_callback_release(void)
 {
 	zval_ptr_dtor(&pw_stop_callback);
 	ZVAL_UNDEF(&pw_stop_callback);
-	return SUCCESS;
-}
-
-/* After every module's request shutdown (the session's included), before PHP frees the
- * request's memory. */
-int pw_shim_post_deactivate(void)
-{
-	pw_session_release_leaked();
-	return SUCCESS;
 }
 
 void pw_php_stopping(zend_execute_data *execute_data, zval *return_value)
