@@ -1,6 +1,6 @@
 /*
  * A request's start and end, the parts both cycles share (the full one of script.c, the
- * trimmed one of a worker's request in worker.c): the request info PHP reads
+ * trimmed one of a worker's request in worker_request.c): the request info PHP reads
  * (SG(request_info), SG(server_context)) filled and cleared, the body's state around
  * startup and shutdown, and the php_worker module's hooks at the end of every request.
  * C because these are PHP's SAPI, core and session globals, which only PHP's macros

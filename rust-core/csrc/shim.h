@@ -13,7 +13,8 @@
  *   script.c     a script run as one request: full startup, the script, full shutdown
  *   request.c    a request's start and end, as both cycles need them; the module's hooks
  *                at the end of every request
- *   worker.c     frankenphp_handle_request() and the worker request cycle
+ *   worker.c     the worker loop: frankenphp_handle_request(), php_worker_handle_task()
+ *   worker_request.c  the trimmed start and end of each request a worker script serves
  *   functions.c  the other PHP functions, and the per-thread getenv()/putenv()
  *   task.c       sending a task to a task worker: php_worker_task(), php_worker_tasks()
  *   store.c      the stores' PHP functions, and PHP values encoded for Rust
@@ -107,6 +108,11 @@ void pw_worker_script_ended(void);
  * or any script ended. */
 void pw_one_shot_begins(void);
 void pw_one_shot_ends(void);
+
+/* worker_request.c: the trimmed request startup and shutdown around each request of a
+ * worker script; false when PHP is unfit to go on with the script. */
+bool pw_worker_request_startup(const pw_shim_request *req);
+bool pw_worker_request_shutdown(void);
 
 /* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
 void pw_crash_trail_thread_begins(void);
