@@ -1,6 +1,10 @@
 /*
- * The SAPI module of php_worker: the callbacks PHP calls for I/O (forwarded to the Rust
- * hooks), $_SERVER, and engine startup and shutdown. See shim.h.
+ * The SAPI callbacks: what PHP calls while a request runs, for its output, headers,
+ * body, cookies, $_SERVER, getenv() and log lines, forwarded to the Rust hooks; engine.c
+ * names them in the SAPI module it starts PHP with. And what they need from the start
+ * of the engine: the process environment every $_SERVER starts with, and PHP's error
+ * callback chained so a log line keeps the error's parts. C because PHP calls these
+ * with its own types, and some end in a bailout (a client gone). See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>
@@ -10,23 +14,7 @@
 
 #include "shim.h"
 
-static void *pw_additional_module;
-
-/* libxml2 before 2.12 sets up its catalogs and its schema types on first use, without a
- * lock. Two threads setting up the catalogs at once each create the catalog mutex: one then
- * unlocks the other's and every later catalog lookup (SoapClient, DOM with a DTD, XSL) waits
- * forever; the schema type tables are built twice. Done once here, on the thread that
- * starts the engine, before any PHP thread runs. Weak: a PHP built without libxml. */
-extern void xmlInitializeCatalog(void) __attribute__((weak));
-extern void xmlSchemaInitTypes(void) __attribute__((weak));
-extern int xmlRelaxNGInitTypes(void) __attribute__((weak));
-
-static int pw_sapi_startup(sapi_module_struct *module)
-{
-	return php_module_startup(module, (zend_module_entry *)pw_additional_module);
-}
-
-static int pw_sapi_activate(void)
+int pw_sapi_activate(void)
 {
 	/* sapi_activate() resets proto_num to 1000 just before calling us. */
 	if (SG(server_context)) {
@@ -35,12 +23,12 @@ static int pw_sapi_activate(void)
 	return SUCCESS;
 }
 
-static int pw_sapi_deactivate(void)
+int pw_sapi_deactivate(void)
 {
 	return SUCCESS;
 }
 
-static size_t pw_sapi_ub_write(const char *str, size_t len)
+size_t pw_sapi_ub_write(const char *str, size_t len)
 {
 	bool aborted = false;
 	size_t written = pw_rs_ub_write(SG(server_context), str, len, &aborted);
@@ -51,7 +39,7 @@ static size_t pw_sapi_ub_write(const char *str, size_t len)
 	return written;
 }
 
-static void pw_sapi_flush(void *server_context)
+void pw_sapi_flush(void *server_context)
 {
 	if (!server_context) {
 		return;
@@ -74,7 +62,7 @@ void pw_forward_headers(void *ctx)
 	pw_each_response_header(pw_forward_header, ctx);
 }
 
-static int pw_sapi_send_headers(sapi_headers_struct *headers)
+int pw_sapi_send_headers(sapi_headers_struct *headers)
 {
 	void *ctx = SG(server_context);
 	if (!ctx || SG(request_info).no_headers) {
@@ -86,7 +74,7 @@ static int pw_sapi_send_headers(sapi_headers_struct *headers)
 	return SAPI_HEADER_SENT_SUCCESSFULLY;
 }
 
-static size_t pw_sapi_read_post(char *buf, size_t len)
+size_t pw_sapi_read_post(char *buf, size_t len)
 {
 	if (!SG(server_context)) {
 		return 0;
@@ -101,7 +89,7 @@ static size_t pw_sapi_read_post(char *buf, size_t len)
 	return n;
 }
 
-static char *pw_sapi_read_cookies(void)
+char *pw_sapi_read_cookies(void)
 {
 	if (!SG(server_context)) {
 		return NULL;
@@ -195,7 +183,7 @@ static void pw_register_request_vars(const pw_shim_vars *vars, zval *track_vars)
 	}
 }
 
-static void pw_sapi_register_server_variables(zval *track_vars)
+void pw_sapi_register_server_variables(zval *track_vars)
 {
 	void *ctx = SG(server_context);
 	if (!ctx) {
@@ -221,7 +209,7 @@ static void pw_sapi_register_server_variables(zval *track_vars)
 }
 
 /* PHP's own lookups (sapi_getenv) see what getenv() sees: the one path, in Rust. */
-static char *pw_sapi_getenv(const char *name, size_t len)
+char *pw_sapi_getenv(const char *name, size_t len)
 {
 	const char *value;
 	size_t value_len;
@@ -255,7 +243,7 @@ static void pw_error_cb(int type, zend_string *file, const uint32_t line, zend_s
 	pw_reported_error = outer;
 }
 
-static void pw_sapi_log_message(const char *message, int syslog_level)
+void pw_sapi_log_message(const char *message, int syslog_level)
 {
 	if (pw_reported_error) {
 		pw_rs_log(SG(server_context), message, syslog_level, pw_reported_error);
@@ -272,72 +260,8 @@ static void pw_sapi_log_message(const char *message, int syslog_level)
 	pw_rs_log(SG(server_context), message, syslog_level, &line);
 }
 
-sapi_module_struct pw_sapi_module = {
-	"php_worker",                     /* name */
-	"php_worker (Caddy)",             /* pretty name */
-	pw_sapi_startup,                  /* startup */
-	php_module_shutdown_wrapper,      /* shutdown */
-	pw_sapi_activate,                 /* activate */
-	pw_sapi_deactivate,               /* deactivate */
-	pw_sapi_ub_write,                 /* unbuffered write */
-	pw_sapi_flush,                    /* flush */
-	NULL,                             /* get uid */
-	pw_sapi_getenv,                   /* getenv */
-	php_error,                        /* error handler */
-	NULL,                             /* header handler */
-	pw_sapi_send_headers,             /* send headers handler */
-	NULL,                             /* send header handler */
-	pw_sapi_read_post,                /* read POST data */
-	pw_sapi_read_cookies,             /* read Cookies */
-	pw_sapi_register_server_variables,/* register server variables */
-	pw_sapi_log_message,              /* log message */
-	NULL,                             /* get request time */
-	NULL,                             /* terminate process */
-	STANDARD_SAPI_MODULE_PROPERTIES
-};
-
-/* ---- engine startup and shutdown ------------------------------------------------- */
-
-/* The host's defaults ("key=value\n" lines), until the engine stops. */
-static const char *pw_host_ini_defaults;
-
-/* Defaults under php.ini: a server must not show error details (paths, queries) to its
- * clients, and must log them (PHP's own defaults do the opposite of both), unless
- * php.ini or php_ini says otherwise; then the host's own (a portable binary's
- * extension_dir). */
-static void pw_ini_defaults(HashTable *configuration_hash)
+void pw_sapi_engine_started(const pw_shim_vars *env)
 {
-	pw_ini_default(configuration_hash, "display_errors", "0", 1);
-	pw_ini_default(configuration_hash, "log_errors", "1", 1);
-	pw_ini_default_lines(configuration_hash, pw_host_ini_defaults);
-}
-
-int pw_shim_engine_startup(const char *ini_entries, const char *ini_defaults, void *additional_module,
-                           const pw_shim_vars *env)
-{
-	pw_host_ini_defaults = ini_defaults;
-	pw_additional_module = additional_module;
-	if (!php_tsrm_startup()) {
-		return -1;
-	}
-	zend_signal_startup();
-	sapi_startup(&pw_sapi_module);
-	/* sapi_startup() clears ini_entries, so they go in afterwards. */
-	pw_sapi_module.ini_entries = (char *)ini_entries;
-	pw_sapi_module.php_ini_ignore_cwd = 1;
-	pw_sapi_module.ini_defaults = pw_ini_defaults;
-	if (pw_sapi_module.startup(&pw_sapi_module) == FAILURE) {
-		sapi_shutdown();
-		tsrm_shutdown();
-		return -1;
-	}
-	if (xmlInitializeCatalog) {
-		xmlInitializeCatalog();
-	}
-	if (xmlSchemaInitTypes && xmlRelaxNGInitTypes) {
-		xmlSchemaInitTypes();
-		xmlRelaxNGInitTypes();
-	}
 	if (zend_error_cb != pw_error_cb) { /* zend_startup() sets PHP's own at every start */
 		pw_php_error_cb = zend_error_cb;
 		zend_error_cb = pw_error_cb;
@@ -346,46 +270,9 @@ int pw_shim_engine_startup(const char *ini_entries, const char *ini_defaults, vo
 	pw_filter_server_vars = cfg_get_string("filter.default", &default_filter) == SUCCESS && default_filter &&
 	                        strcmp(default_filter, "unsafe_raw") != 0;
 	pw_build_env_strings(env);
-	return 0;
 }
 
-void pw_shim_engine_shutdown(void)
+void pw_sapi_engine_stopped(void)
 {
-	pw_sapi_module.shutdown(&pw_sapi_module);
-	sapi_shutdown();
-	tsrm_shutdown();
 	pw_free_env_strings();
-	pw_sapi_module.ini_entries = NULL;
-	pw_host_ini_defaults = NULL;
-}
-
-int64_t pw_shim_post_max_size(void)
-{
-	/* The main thread's copy of the SAPI globals, set from php.ini and php_ini at startup;
-	 * post_max_size is PHP_INI_PERDIR, so no script changes it later. */
-	return (int64_t)SG(post_max_size);
-}
-
-void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len)
-{
-	zval zv;
-	ZVAL_NEW_STR(&zv, zend_string_init(value, value_len, 1));
-	zend_hash_str_update(configuration_hash, name, strlen(name), &zv);
-}
-
-void pw_ini_default_lines(HashTable *configuration_hash, const char *lines)
-{
-	while (lines && *lines) {
-		const char *end = strchr(lines, '\n');
-		const char *eq = memchr(lines, '=', end ? (size_t)(end - lines) : strlen(lines));
-		if (!end) {
-			end = lines + strlen(lines);
-		}
-		if (eq) { /* Rust wrote these lines: a key without '=' or newline, a value without newline */
-			zval zv;
-			ZVAL_NEW_STR(&zv, zend_string_init(eq + 1, (size_t)(end - eq - 1), 1));
-			zend_hash_str_update(configuration_hash, lines, (size_t)(eq - lines), &zv);
-		}
-		lines = *end ? end + 1 : end;
-	}
 }

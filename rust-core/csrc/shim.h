@@ -8,7 +8,8 @@
  * forward to the pw_rs_* hooks implemented in Rust. The hooks never call PHP. Both
  * directions are declared in pw_seam.h, generated from the Rust side.
  *
- *   sapi.c       the SAPI module, $_SERVER, engine startup and shutdown
+ *   engine.c     the engine's start and stop: TSRM, the SAPI module, php.ini defaults
+ *   sapi.c       the SAPI callbacks PHP calls while a request runs
  *   thread.c     a PHP thread's life: its PHP context, got and freed
  *   script.c     a script run as one request: full startup, the script, full shutdown
  *   request.c    a request's start and end, as both cycles need them; the module's hooks
@@ -68,13 +69,27 @@ static inline void pw_each_response_header(void (*fn)(const char *line, size_t l
 	}
 }
 
-/* sapi.c */
-extern sapi_module_struct pw_sapi_module;
-/* A default under php.ini (a SAPI's ini_defaults): one setting, or "key=value\n" lines
- * (NULL: none). The CLI's SAPI uses them too. */
+/* engine.c: a default under php.ini (a SAPI's ini_defaults): one setting, or
+ * "key=value\n" lines (NULL: none). The CLI's SAPI uses them too. */
 void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len);
 void pw_ini_default_lines(HashTable *configuration_hash, const char *lines);
-/* Hands every response header line to Rust, which parses and keeps them. */
+
+/* sapi.c: the SAPI module's callbacks (engine.c's pw_sapi_module names them). */
+int pw_sapi_activate(void);
+int pw_sapi_deactivate(void);
+size_t pw_sapi_ub_write(const char *str, size_t len);
+void pw_sapi_flush(void *server_context);
+char *pw_sapi_getenv(const char *name, size_t len);
+int pw_sapi_send_headers(sapi_headers_struct *headers);
+size_t pw_sapi_read_post(char *buf, size_t len);
+char *pw_sapi_read_cookies(void);
+void pw_sapi_register_server_variables(zval *track_vars);
+void pw_sapi_log_message(const char *message, int syslog_level);
+/* sapi.c: after the modules started, what the callbacks need (the process environment
+ * `env` for $_SERVER, PHP's error callback chained); and its end, after PHP stopped. */
+void pw_sapi_engine_started(const pw_shim_vars *env);
+void pw_sapi_engine_stopped(void);
+/* sapi.c: hands every response header line to Rust, which parses and keeps them. */
 void pw_forward_headers(void *ctx);
 
 /* request.c: SG(request_info) and SG(server_context) for a request, and back. */
