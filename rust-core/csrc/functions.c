@@ -1,6 +1,9 @@
 /*
- * The PHP functions of the php_worker module (other than frankenphp_handle_request(), in
- * worker.c), and the per-thread getenv()/putenv(). See shim.h.
+ * The PHP functions a request's script calls about its request (finishing it early,
+ * headers, frankenphp_log()), and the per-thread getenv()/putenv(); module startup
+ * installs what they need (pw_functions_startup). The worker loop's functions are in
+ * worker.c, the stop's in stop.c, the tasks' in task.c, the stores' in store.c. C
+ * because they take and make PHP values, and can bail out. See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>
@@ -233,7 +236,9 @@ static void pw_override_function(const char *name, zif_handler handler)
 	}
 }
 
-int pw_shim_module_startup(int type, int module_number)
+/* At module startup (module.c): getenv() and putenv() replaced, frankenphp_log()'s
+ * level constants, $_ENV filled from Rust. */
+void pw_functions_startup(int module_number)
 {
 	pw_override_function("putenv", pw_php_putenv);
 	pw_override_function("getenv", pw_php_getenv);
@@ -242,7 +247,4 @@ int pw_shim_module_startup(int type, int module_number)
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_WARN", PW_LOG_LEVEL_WARN, CONST_PERSISTENT);
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_ERROR", PW_LOG_LEVEL_ERROR, CONST_PERSISTENT);
 	php_import_environment_variables = pw_import_environment;
-	pw_interrupt_startup();
-	pw_task_startup();
-	return SUCCESS;
 }

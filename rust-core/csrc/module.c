@@ -1,8 +1,11 @@
 /*
- * The function table of the php_worker PHP module: every PHP function it adds, with its
- * signature (arginfo) as PHP's reflection and argument checks see it. The handlers are
- * in functions.c, worker.c and store.c; PHP alone calls them, so Rust never declares
- * them: src/php/module.rs only hands this table to PHP.
+ * The php_worker PHP module as PHP loads it: its startup, once per engine start (each
+ * file sets up its own part: functions.c, interrupt.c, task.c), and its function table:
+ * every PHP function it adds, with its signature (arginfo) as PHP's reflection and
+ * argument checks see it. The handlers are in functions.c, worker.c, stop.c, task.c and
+ * store.c; PHP alone calls them, so Rust never declares them: src/php/module.rs only
+ * hands this table to PHP. Its hooks at a request's end are request.c's. C because
+ * the table is built with PHP's arginfo macros.
  */
 #include <php.h>
 #include <SAPI.h>
@@ -148,4 +151,12 @@ static const zend_function_entry pw_functions[] = {
 const void *pw_shim_functions(void)
 {
 	return pw_functions;
+}
+
+int pw_shim_module_startup(int type, int module_number)
+{
+	pw_functions_startup(module_number);
+	pw_interrupt_startup();
+	pw_task_startup();
+	return SUCCESS;
 }

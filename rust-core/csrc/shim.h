@@ -8,23 +8,25 @@
  * forward to the pw_rs_* hooks implemented in Rust. The hooks never call PHP. Both
  * directions are declared in pw_seam.h, generated from the Rust side.
  *
- *   engine.c     the engine's start and stop: TSRM, the SAPI module, php.ini defaults
- *   sapi.c       the SAPI callbacks PHP calls while a request runs
- *   thread.c     a PHP thread's life: its PHP context, got and freed
- *   script.c     a script run as one request: full startup, the script, full shutdown
- *   request.c    a request's start and end, as both cycles need them; the module's hooks
- *                at the end of every request
- *   worker.c     the worker loop: frankenphp_handle_request(), php_worker_handle_task()
+ * The files, in the order they run (each says what runs in it):
+ *   engine.c          the engine's start and stop: TSRM, the SAPI module, php.ini defaults
+ *   module.c          the php_worker module: its startup and its function table
+ *   thread.c          a PHP thread's life: its PHP context, got and freed
+ *   script.c          a script run as one request: full startup, the script, full shutdown
+ *   request.c         a request's start and end, as both cycles need them; the module's
+ *                     hooks at the end of every request
+ *   sapi.c            the SAPI callbacks PHP calls while a request runs
+ *   functions.c       the PHP functions about the request, and getenv()/putenv() per thread
+ *   worker.c          the worker loop: frankenphp_handle_request(), php_worker_handle_task()
  *   worker_request.c  the trimmed start and end of each request a worker script serves
- *   functions.c  the other PHP functions, and the per-thread getenv()/putenv()
- *   task.c       sending a task to a task worker: php_worker_task(), php_worker_tasks()
- *   store.c      the stores' PHP functions, and PHP values encoded for Rust
- *   opcache.c    OPcache's thread hook, forwarded to Rust
- *   interrupt.c  reaching a running script from another thread, and the interrupt hook
- *   profile.c    the profiler's sample, taken at an interrupt
- *   stop.c       how a script learns it must stop; its php_worker_on_stop() callback
- *   crash.c      the line a fatal signal on a PHP thread leaves on standard error
- *   cli.c        the command line (`caddy php-cli`), in a process of its own
+ *   task.c            sending a task to a task worker: php_worker_task(), php_worker_tasks()
+ *   store.c           the stores' PHP functions, and PHP values encoded for Rust
+ *   opcache.c         OPcache's thread hook, forwarded to Rust; revalidation and samples
+ *   interrupt.c       reaching a running script from another thread, and the interrupt hook
+ *   profile.c         the profiler's sample, taken at an interrupt
+ *   stop.c            how a script learns it must stop; its php_worker_on_stop() callback
+ *   crash.c           the line a fatal signal on a PHP thread leaves on standard error
+ *   cli.c             the command line (`caddy php-cli`), in a process of its own
  * A file calls only files below it in the graph: no file calls back into one that calls
  * it (scripts/check-call-graphs.py checks it).
  *
@@ -74,6 +76,17 @@ static inline void pw_each_response_header(void (*fn)(const char *line, size_t l
 void pw_ini_default(HashTable *configuration_hash, const char *name, const char *value, size_t value_len);
 void pw_ini_default_lines(HashTable *configuration_hash, const char *lines);
 
+/* request.c: SG(request_info) and SG(server_context) for a request, and back. */
+void pw_fill_request_info(const pw_shim_request *req);
+void pw_clear_request_info(void);
+/* request.c: before request shutdown: marks the body read so PHP does not drain it. */
+void pw_skip_body_drain(void);
+/* request.c: after request startup: the form or upload body stopped arriving while PHP
+ * parsed it. */
+bool pw_body_failed_at_startup(void);
+/* request.c: closes a session a failed save handler left open, with its lock. */
+void pw_session_release_leaked(void);
+
 /* sapi.c: the SAPI module's callbacks (engine.c's pw_sapi_module names them). */
 int pw_sapi_activate(void);
 int pw_sapi_deactivate(void);
@@ -92,28 +105,9 @@ void pw_sapi_engine_stopped(void);
 /* sapi.c: hands every response header line to Rust, which parses and keeps them. */
 void pw_forward_headers(void *ctx);
 
-/* request.c: SG(request_info) and SG(server_context) for a request, and back. */
-void pw_fill_request_info(const pw_shim_request *req);
-void pw_clear_request_info(void);
-/* request.c: before request shutdown: marks the body read so PHP does not drain it. */
-void pw_skip_body_drain(void);
-/* request.c: after request startup: the form or upload body stopped arriving while PHP
- * parsed it. */
-bool pw_body_failed_at_startup(void);
-/* request.c: closes a session a failed save handler left open, with its lock. */
-void pw_session_release_leaked(void);
-
-/* interrupt.c: the interrupt hook, installed at module startup. */
+/* functions.c, interrupt.c, task.c: their part of the module's startup (module.c). */
+void pw_functions_startup(int module_number);
 void pw_interrupt_startup(void);
-/* profile.c: takes the profiler's sample if this thread has weight pending. */
-void pw_profile_interrupt(void);
-/* stop.c: at an interrupt, runs the php_worker_on_stop() callback if the thread was told
- * to stop; at a request's end, frees it (release) or, when its memory is already gone,
- * forgets it without freeing (forget). */
-void pw_stop_callback_run(void);
-void pw_stop_callback_release(void);
-void pw_stop_callback_forget(void);
-/* task.c: the task exception classes, registered at module startup. */
 void pw_task_startup(void);
 
 /* worker.c: a worker script starts (its boot pseudo-request is active) or ended. */
@@ -129,12 +123,6 @@ void pw_one_shot_ends(void);
 bool pw_worker_request_startup(const pw_shim_request *req);
 bool pw_worker_request_shutdown(void);
 
-/* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
-void pw_crash_trail_thread_begins(void);
-void pw_crash_trail_thread_ends(void);
-/* crash.c: the script of the request the thread runs now (NULL between requests). */
-void pw_crash_trail_request(const char *script);
-
 /* opcache.c: has OPcache drop every cached script whose file changed since it was
  * cached (every script when opcache.validate_timestamps is off); for the first boot of a
  * worker generation. Runs PHP functions: call inside a request. */
@@ -143,14 +131,32 @@ void pw_opcache_revalidate(void);
  * due; calls no PHP, so it cannot bail out. */
 void pw_opcache_sample(void);
 
+/* profile.c: takes the profiler's sample if this thread has weight pending. */
+void pw_profile_interrupt(void);
+
+/* stop.c: at an interrupt, runs the php_worker_on_stop() callback if the thread was told
+ * to stop; at a request's end, frees it (release) or, when its memory is already gone,
+ * forgets it without freeing (forget). */
+void pw_stop_callback_run(void);
+void pw_stop_callback_release(void);
+void pw_stop_callback_forget(void);
+
+/* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
+void pw_crash_trail_thread_begins(void);
+void pw_crash_trail_thread_ends(void);
+/* crash.c: the script of the request the thread runs now (NULL between requests). */
+void pw_crash_trail_request(const char *script);
+
 /* The PHP functions of the php_worker module, in its function table (module.c). */
+/* worker.c */
 void pw_php_handle_request(zend_execute_data *execute_data, zval *return_value);
+void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value);
+/* functions.c */
 void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value);
 void pw_php_headers_send(zend_execute_data *execute_data, zval *return_value);
 void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_response_headers(zend_execute_data *execute_data, zval *return_value);
 void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value);
-void pw_php_handle_task(zend_execute_data *execute_data, zval *return_value);
 /* stop.c */
 void pw_php_stopping(zend_execute_data *execute_data, zval *return_value);
 void pw_php_wait_stop(zend_execute_data *execute_data, zval *return_value);
