@@ -7,6 +7,7 @@ pub mod completions;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+pub use completions::RunInfo;
 use completions::{Completion, Completions};
 
 use crate::abi::types::{Callbacks, Header, PHP_WORKER_RESPONSE_DONE, PHP_WORKER_RESPONSE_REFUSED, Response};
@@ -55,20 +56,6 @@ pub fn fields_json(fields: &[LogField<'_>]) -> String {
     }
     out.push('}');
     out
-}
-
-/// Which thread runs a request and how long it waited for it, as every response call
-/// tells the host (for its traces).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunInfo {
-    /// The thread's index, or -1.
-    pub thread: i32,
-    pub queued_us: u64,
-}
-
-impl RunInfo {
-    /// A request no thread took.
-    pub const NONE: RunInfo = RunInfo { thread: -1, queued_us: 0 };
 }
 
 /// The embedding program: its callbacks, copied out of the C struct at engine creation,

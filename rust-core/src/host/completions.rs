@@ -12,8 +12,21 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use super::RunInfo;
 use crate::abi::types::{CompletionEntry, Header, Response};
+
+/// Which thread runs a request and how long it waited for it, as every response call
+/// tells the host (for its traces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The thread's index, or -1.
+    pub thread: i32,
+    pub queued_us: u64,
+}
+
+impl RunInfo {
+    /// A request no thread took.
+    pub const NONE: RunInfo = RunInfo { thread: -1, queued_us: 0 };
+}
 
 /// Something a completion keeps alive until the host deleted its batch.
 pub type KeepAlive = Arc<dyn std::any::Any + Send + Sync>;
