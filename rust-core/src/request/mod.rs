@@ -22,7 +22,6 @@ use crate::host::Host;
 use crate::layout::{self, Strings};
 use crate::php::sys::ShimRequest;
 
-pub use context::{RequestContext, Scratch, Sink};
 use task::{TaskChain, TaskError, TaskReply, TaskResult};
 
 /// A request as the host described it, copied into Rust memory.

@@ -6,9 +6,8 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use super::context::split_header_line;
+use super::context::{RequestContext, Sink, split_header_line};
 use super::task::TaskError;
-use super::{RequestContext, Sink};
 use crate::abi::types::Field;
 use crate::host::{Level, LogField, log_unattached};
 use crate::php::guard::guard;

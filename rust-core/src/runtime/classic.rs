@@ -6,7 +6,8 @@ use super::protocol::{Job, Next};
 use super::thread::{end_request, with_thread};
 use crate::host::Level;
 use crate::php::sys::{self, RunOutcome, RunResult};
-use crate::request::{Refusal, Request, RequestContext, Sink};
+use crate::request::context::{RequestContext, Sink};
+use crate::request::{Refusal, Request};
 
 /// Serves the pool's queue until the thread leaves it or needs a fresh PHP context.
 pub fn serve() -> Next {

@@ -16,7 +16,7 @@ use crate::host::with_thread_host;
 use crate::layout::Strings;
 use crate::php::guard::guard;
 use crate::php::sys::ShimVars;
-use crate::request::RequestContext;
+use crate::request::context::RequestContext;
 
 /// # Safety
 /// `ctx` is NULL or the live request context of this thread.

@@ -18,7 +18,8 @@ use crate::layout::Strings;
 
 use crate::config::WorkerKind;
 use crate::request::task::{TaskChain, TaskResult};
-use crate::request::{Request, RequestContext, Scratch};
+use crate::request::Request;
+use crate::request::context::{RequestContext, Scratch};
 use crate::store::LocalStore;
 
 /// How long an idle thread waits on its pool's queue alone before it waits on its

@@ -30,7 +30,8 @@ use crate::host::{Host, Level, LogField, log_unattached};
 use crate::php::guard::guard;
 use crate::php::sys::{self, RunMode, RunOutcome, RunResult, ShimRequest};
 use crate::request::task::TaskChain;
-use crate::request::{Refusal, Request, RequestContext, Scratch, Sink};
+use crate::request::context::{RequestContext, Scratch, Sink};
+use crate::request::{Refusal, Request};
 
 /// How one run of the script ended.
 pub(super) struct ScriptEnd {
