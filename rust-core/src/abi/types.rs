@@ -18,6 +18,11 @@ pub const PHP_WORKER_ERR_INTERNAL: i32 = 5;
 /// php_worker_engine_new() on, with no threads until php_worker_pool_resize().
 pub const PHP_WORKER_CLASSIC_POOL: u32 = 0;
 
+/// Names a pool: the `pool` argument of the php_worker_pool_* functions, chosen by the
+/// host, stable across engine restarts. 0 is the classic pool. (Rust's name only: the
+/// header says uint32_t.)
+pub type PoolId = u32;
+
 /// Request flag: the bytes at the end of `strings` are the whole body; PHP will not call
 /// `read_body`.
 pub const PHP_WORKER_REQUEST_BODY_COMPLETE: u32 = 1;

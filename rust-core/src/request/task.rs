@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use crate::runtime::info::PoolId;
+use crate::abi::types::PoolId;
 
 /// What came of one task.
 pub type TaskResult = Result<Vec<u8>, TaskError>;

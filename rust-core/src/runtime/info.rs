@@ -8,11 +8,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::profile::{PendingWeight, Weight};
+use crate::abi::types::PoolId;
 use crate::php::sys::{self, KillSlot};
 use crate::request::expiry::Expiry;
-
-/// Names a pool; chosen by the host, stable across engine restarts. 0 is the classic pool.
-pub type PoolId = u32;
 
 /// Longest URI kept for the thread list.
 const MAX_SHOWN_URI: usize = 1024;

@@ -9,7 +9,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::counters::PoolCounters;
 use super::generation::Generation;
-use super::info::{PoolId, ThreadInfo};
+use super::info::ThreadInfo;
+use crate::abi::types::PoolId;
 use crate::request::task::{TaskChain, TaskReply};
 use crate::request::{Request, RunState};
 

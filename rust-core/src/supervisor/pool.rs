@@ -27,7 +27,8 @@ use crate::request::{Refusal, Request, RunState};
 use crate::runtime::counters::{HistogramSnapshot, PoolCounters, Route};
 use crate::runtime::generation::Generation;
 use crate::runtime::registry::Registry;
-use crate::runtime::info::{PoolId, ThreadInfo, ThreadState, since_epoch};
+use crate::abi::types::PoolId;
+use crate::runtime::info::{ThreadInfo, ThreadState, since_epoch};
 use crate::runtime::protocol::{Assignment, Command, PoolEvents, Role, ThreadHandle};
 
 pub struct Pool {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::pool::Pool;
 use super::service::{Rounds, Service};
 use crate::host::{Host, Level};
-use crate::runtime::info::PoolId;
+use crate::abi::types::PoolId;
 
 /// How often the scaler looks at the queues while autoscaling is on.
 const TICK: Duration = Duration::from_millis(5);

@@ -7,7 +7,7 @@ use crate::supervisor::engine::Engine;
 use crate::supervisor::pool::PoolStats;
 use crate::runtime::counters::BUCKETS;
 use crate::runtime::opcache::{self, OpcacheStats};
-use crate::runtime::info::PoolId;
+use crate::abi::types::PoolId;
 
 /// One snapshot of an engine.
 #[derive(Serialize, Debug)]
