@@ -1,9 +1,10 @@
 //! PHP threads and what they run, each module using only the ones before it:
 //! opcache.rs (the gate every request passes, which decides when OPcache restarts),
-//! profile.rs (the sampling profiler's profile, and the thread's side of sampling),
+//! profile.rs (the sampling profiler's profile),
 //! counters.rs (what a pool's threads count), generation.rs (a worker generation's
 //! settings), info.rs (what other threads may read of a thread) and protocol.rs (what a
 //! pool and its threads tell each other), thread.rs (a thread's thread-local state),
+//! sample.rs (the thread's side of sampling: the profiler's hooks),
 //! env.rs (the per-thread environment's hooks), classic.rs,
 //! worker.rs (HTTP and task workers, with the worker hooks) and background.rs
 //! (background workers and scheduled jobs): the loops; task.rs (sending tasks and
@@ -16,6 +17,7 @@ pub mod generation;
 pub mod info;
 pub mod protocol;
 pub mod thread;
+pub mod sample;
 pub mod env;
 pub mod classic;
 pub mod worker;

@@ -1,28 +1,22 @@
-//! The sampling profiler, on the PHP thread's side, and the profile it adds to.
+//! The sampling profiler's profile, and the weight a thread has not reported yet.
 //!
 //! The sampler (src/supervisor/profiler.rs) never reads a thread's PHP state: it adds
 //! weight to the thread's [`PendingWeight`] and sets its `EG(vm_interrupt)`. At its next
 //! instruction the thread itself walks its own stack (csrc/profile.c, from
-//! `zend_interrupt_function`) and calls [`pw_rs_profile_sample`], which takes the weight
-//! and adds one sample to the [`Profile`]. A thread blocked in a call (sleep(), a
+//! `zend_interrupt_function`) and reports it (src/runtime/sample.rs), which takes the
+//! weight and adds one sample to the [`Profile`]. A thread blocked in a call (sleep(), a
 //! database) keeps accumulating weight and reports it when it runs PHP again.
 //!
 //! Weight is tagged with the thread's request count when it was added, so what a
 //! request left pending when it ended is dropped instead of being charged to the next.
 
 use std::collections::HashMap;
-use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::thread::try_with_thread;
-use crate::abi::types::Field;
-use crate::config::WorkerKind;
-use crate::php::guard::guard;
-use crate::php::sys::ProfileFrame;
 
 /// Distinct (stack, labels) entries a profile keeps; samples past it are counted as
 /// dropped, so a profile of a site with unbounded routes stays bounded.
@@ -341,89 +335,11 @@ pub fn active() -> bool {
     ACTIVE.load(Ordering::Acquire)
 }
 
-/// Whether the calling thread has weight to report in a sample: C walks its stack only
-/// then. Clears weight left from a profile that ended.
-#[unsafe(no_mangle)]
-pub extern "C" fn pw_rs_profile_pending() -> bool {
-    guard(false, || {
-        try_with_thread(|t| {
-            if !active() {
-                t.info.profile.clear();
-                return false;
-            }
-            t.info.profile_pending()
-        })
-        .unwrap_or(false)
-    })
-}
-
-/// The calling thread's sample: `n` frames, innermost first (`truncated` when the stack
-/// went deeper), valid for the call. Adds the thread's pending weight to the profile
-/// under the thread's labels.
-///
-/// # Safety
-/// `frames` is readable for `n` frames, each of whose strings is NULL (length 0) or
-/// readable for its length.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pw_rs_profile_sample(frames: *const ProfileFrame, n: usize, truncated: bool) {
-    guard((), || {
-        let Some((weight, worker, route, kind)) = try_with_thread(|t| {
-            let weight = t.info.take_profile_weight();
-            if weight.ticks == 0 || !active() {
-                return None;
-            }
-            let (worker, kind, route) = match &t.run {
-                Some(run) => {
-                    let kind = match run.generation.spec.kind {
-                        WorkerKind::Http => ThreadKind::Worker,
-                        WorkerKind::Task => ThreadKind::Task,
-                        WorkerKind::Background => ThreadKind::Background,
-                    };
-                    // A task or a background script has no HTTP request, so no route.
-                    let route = if run.in_flight.is_null() || kind != ThreadKind::Worker {
-                        String::new()
-                    } else {
-                        // SAFETY: in_flight is live until pw_rs_worker_done or the end of
-                        // the script, and only read here, on its own thread.
-                        let uri = unsafe { (*run.in_flight).request().field(Field::RequestUri) };
-                        route_of(&String::from_utf8_lossy(uri)).to_owned()
-                    };
-                    (run.generation.name.clone(), kind, route)
-                }
-                // A classic thread runs PHP only for a request; its URI is in the list.
-                None => (Arc::from(""), ThreadKind::Classic, t.info.current_uri().map(|u| route_of(&u).to_owned()).unwrap_or_default()),
-            };
-            Some((weight, worker, route, kind))
-        })
-        .flatten() else {
-            return;
-        };
-        let raw: &[ProfileFrame] = if frames.is_null() || n == 0 {
-            &[]
-        } else {
-            // SAFETY: the function's contract.
-            unsafe { std::slice::from_raw_parts(frames, n) }
-        };
-        let mut frames = Vec::with_capacity(raw.len());
-        for f in raw {
-            // SAFETY: the function's contract: each string is NULL or readable for its length.
-            let (function, class, file) = unsafe { (str_of(f.function, f.function_len), str_of(f.scope, f.scope_len), str_of(f.file, f.file_len)) };
-            frames.push(RawFrame { function, class, file, line: f.line });
-        }
-        if let Some(p) = profile().as_mut() {
-            p.add(&frames, truncated, Labels { worker: &worker, route: &route, kind }, weight);
-        }
-    })
-}
-
-/// # Safety
-/// `ptr` is NULL or readable for `len` bytes, for `'a`.
-unsafe fn str_of<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
-    if ptr.is_null() {
-        return &[];
+/// Adds one sample to the profile being taken, if one is.
+pub fn add(frames: &[RawFrame<'_>], truncated: bool, labels: Labels<'_>, weight: Weight) {
+    if let Some(p) = profile().as_mut() {
+        p.add(frames, truncated, labels, weight);
     }
-    // SAFETY: the function's contract.
-    unsafe { std::slice::from_raw_parts(ptr.cast(), len) }
 }
 
 /// A request URI's path, without the query.
