@@ -1,6 +1,6 @@
 /*
  * The php_worker_local_* and php_worker_shared_* functions: their arguments, and PHP
- * values encoded into bytes for the Rust stores (src/store/php.rs) and decoded back.
+ * values encoded into bytes for the Rust stores (src/runtime/store.rs) and decoded back.
  *
  * The encoding (native byte order; only this file reads it) is a tag byte, then:
  *   'N' null, 'T' true, 'F' false, 'I' a zend_long, 'D' a double,

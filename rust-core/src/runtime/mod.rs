@@ -5,7 +5,8 @@
 //! settings), info.rs (what other threads may read of a thread) and protocol.rs (what a
 //! pool and its threads tell each other), thread.rs (a thread's thread-local state),
 //! sample.rs (the thread's side of sampling: the profiler's hooks),
-//! env.rs (the per-thread environment's hooks), classic.rs,
+//! env.rs (the per-thread environment's hooks), store.rs (the store functions' hooks),
+//! classic.rs,
 //! worker.rs (HTTP and task workers, with the worker hooks) and background.rs
 //! (background workers and scheduled jobs): the loops; task.rs (sending tasks and
 //! waiting for them), registry.rs (starting, running and joining threads).
@@ -19,6 +20,7 @@ pub mod protocol;
 pub mod thread;
 pub mod sample;
 pub mod env;
+pub mod store;
 pub mod classic;
 pub mod worker;
 pub mod background;

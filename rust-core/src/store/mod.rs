@@ -2,15 +2,14 @@
 //! (it outlives worker script restarts on that thread, and ends with it) and one table
 //! shared by every thread of the process.
 //!
-//! Layers: `table` and `shared` are plain Rust (leaves, below `runtime`, whose
-//! `PhpThread` owns a [`LocalStore`]); `php` holds the hooks the PHP functions call
-//! (csrc/store.c), above `runtime`. The C shim encodes PHP values into bytes and decodes
-//! them; Rust stores bytes and integers, and never makes a PHP value, so no PHP bailout
-//! can happen while a store's lock is held.
+//! Plain Rust, below `runtime`, whose `PhpThread` owns a [`LocalStore`]; the hooks the
+//! PHP functions call (csrc/store.c) run on a PHP thread, so they are runtime's
+//! (src/runtime/store.rs). The C shim encodes PHP values into bytes and decodes them;
+//! Rust stores bytes and integers, and never makes a PHP value, so no PHP bailout can
+//! happen while a store's lock is held.
 
 pub mod table;
 pub mod shared;
-pub mod php;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -1,6 +1,6 @@
 //! A key-value table with expiry and a byte budget: one shard of the shared table, or a
 //! thread's whole local store. Plain Rust: no PHP value is made here (the C shim encodes
-//! and decodes values, src/store/php.rs), so nothing can bail out while a caller holds
+//! and decodes values, csrc/store.c), so nothing can bail out while a caller holds
 //! the table's lock.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const ENTRY_OVERHEAD: usize = 64;
 
 /// A stored value: an integer (so increment works on it under the lock), or a value
-/// the C shim encoded (src/store/php.rs describes the encoding; only C reads it).
+/// the C shim encoded (csrc/store.c describes the encoding; only C reads it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
     Int(i64),

@@ -1,6 +1,7 @@
 //! The hooks behind the php_worker_local_* and php_worker_shared_* PHP functions
-//! (csrc/store.c). The C side checks the arguments and turns PHP values into a
-//! [`StoreValue`] and back; these hooks run in the panic guard and never call PHP.
+//! (csrc/store.c), on the calling PHP thread, whose local store they reach: the stores
+//! themselves are src/store/. The C side checks the arguments and turns PHP values into
+//! a [`StoreValue`] and back; these hooks run in the panic guard and never call PHP.
 //!
 //! A value read from a store is copied, under the shard's lock for the shared table, into
 //! the calling thread's buffer; C copies it again into PHP memory before it decodes it,
@@ -9,12 +10,12 @@
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::shared::SHARED;
-use super::table::{NotIncremented, Stored, Value};
+use super::info::since_epoch;
+use super::thread::try_with_thread;
 use crate::host::{Level, log_unattached};
 use crate::php::guard::guard;
-use crate::runtime::info::since_epoch;
-use crate::runtime::thread::try_with_thread;
+use crate::store::shared::SHARED;
+use crate::store::table::{NotIncremented, Stored, Value};
 
 /// A value crossing the seam. `kind` is one of the PW_STORE_* constants; `data` and
 /// `len` are the encoded bytes of an ENCODED value, valid for the duration of the call
