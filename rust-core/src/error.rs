@@ -1,4 +1,4 @@
-//! Errors of the engine, as Rust sees them; src/abi/exports.rs maps them to C codes and
+//! Errors of the engine, as Rust sees them; src/exports.rs maps them to C codes and
 //! messages.
 
 /// Everything that can go wrong outside a PHP script.

@@ -1,10 +1,10 @@
 //! The PHP core of php_worker.
 //!
 //! A Caddy module (go-module/) hands HTTP requests to this crate through a small C ABI
-//! (include/php_worker.h, generated from src/abi/). The crate embeds a thread-safe PHP:
-//! it starts the engine on a thread of its own, runs requests on pools of PHP threads
-//! fed by crossbeam queues, changes those pools while they serve, and answers through
-//! callbacks the host registered.
+//! (include/php_worker.h, generated from src/abi/ and src/exports.rs). The crate embeds
+//! a thread-safe PHP: it starts the engine on a thread of its own, runs requests on pools
+//! of PHP threads fed by crossbeam queues, changes those pools while they serve, and
+//! answers through callbacks the host registered.
 //!
 //! Layers, each using only the ones before it (no module cycles):
 //! - leaves: `error`, `config` (the host's JSON), `layout` (the one string/span codec),
@@ -22,7 +22,7 @@
 //!   while requests wait, removes idle ones) and `watchdog` (ends requests stuck past
 //!   their deadline), both on one service-thread helper, `engine` (main thread, pool
 //!   table, shutdown) and `stats` (snapshots);
-//! - `abi::exports`: every `extern "C"` function the host calls.
+//! - `exports`: every `extern "C"` function the host calls.
 //!
 //! Bailouts (PHP's longjmp) never cross Rust frames: every PHP call that can bail out
 //! sits in csrc/ inside zend_try, and the Rust hooks PHP calls never call PHP.
@@ -42,6 +42,7 @@ pub mod runtime;
 pub mod store;
 pub mod supervisor;
 pub mod cli;
+pub mod exports;
 
 #[cfg(test)]
 mod testing;

@@ -27,7 +27,7 @@ fn check(config: &str, sources: &[&str], header: &str) {
 
 #[test]
 fn header_is_current() {
-    check("cbindgen.toml", &["src/abi/types.rs", "src/abi/exports.rs"], "include/php_worker.h");
+    check("cbindgen.toml", &["src/abi/types.rs", "src/exports.rs"], "include/php_worker.h");
 }
 
 #[test]

@@ -2,10 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package core is the Go side of the Rust core's C ABI (rust-core/include/php_worker.h),
-// as rust-core/src/abi is the Rust side: the only package of the module that imports
-// "C". It owns the engine handle, the callbacks the core calls on its PHP threads, the
-// completion queue, the ABI's codes and the wire layouts of requests and statistics.
-// Everything above it speaks Go types.
+// as rust-core/src/abi/ and src/exports.rs are the Rust side: the only package of the
+// module that imports "C". It owns the engine handle, the callbacks the core calls on its
+// PHP threads, the completion queue, the ABI's codes and the wire layouts of requests and
+// statistics. Everything above it speaks Go types.
 package core
 
 // The Rust core (rust-core/, built by `cargo build --release`: libphp_worker.a) and the

@@ -1,5 +1,4 @@
-//! The C ABI of the core (include/php_worker.h): its types, and the exported functions,
-//! the only `extern "C"` entry points the host calls.
+//! The C ABI of the core (include/php_worker.h): its types and constants, which every
+//! layer may use. The functions the host calls are the top layer, src/exports.rs.
 
-pub mod exports;
 pub mod types;

@@ -1,5 +1,5 @@
 //! The types and constants of the C ABI (include/php_worker.h). No logic: cbindgen reads
-//! this file and abi/exports.rs to generate the header.
+//! this file and src/exports.rs to generate the header.
 
 /// Status: success.
 pub const PHP_WORKER_OK: i32 = 0;

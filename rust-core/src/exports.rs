@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::types::{
+use crate::abi::types::{
     Callbacks, CliCommand, CompletionEntry, JobOutcome, PHP_WORKER_ERR_INTERNAL, PHP_WORKER_ERR_INVALID, PHP_WORKER_ERR_QUEUE_FULL, PHP_WORKER_ERR_STOPPED,
     PHP_WORKER_ERR_UNKNOWN_POOL, PHP_WORKER_OK,
 };
