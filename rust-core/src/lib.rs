@@ -6,22 +6,24 @@
 //! of PHP threads fed by crossbeam queues, changes those pools while they serve, and
 //! answers through callbacks the host registered.
 //!
-//! Layers, each using only the ones before it (no module cycles):
-//! - leaves: `error`, `config` (the host's JSON), `layout` (the one string/span codec),
-//!   `abi::types` (the ABI's types and constants);
+//! Layers, each using only the ones before it: no module cycles, a module counting with
+//! its submodules (scripts/check-call-graphs.py checks it, at every depth):
+//! - the bottom: `error`, `abi` (the ABI's types and constants), `config` (the host's
+//!   JSON), `layout` (the one string/span codec), `store` (the key-value tables: the
+//!   shared table and a thread's local store, plain Rust);
 //! - `host` (the host's callbacks and environment) and `php` (the raw C seam: the
 //!   declarations checked against csrc/pw_seam.h, the panic guard every hook runs in,
 //!   the per-thread PHP context, the PHP extension module);
 //! - `request`: a request as copied from the host, its response, the SAPI hooks;
-//! - `store::{table, shared}`: the key-value tables (plain Rust, leaves in practice);
 //! - `runtime`: PHP threads (their state, registry and commands, local store), the
-//!   classic and worker loops, the per-thread environment; `store::php`, the hooks of
-//!   the store functions;
+//!   classic and worker loops, and the hooks PHP calls on a thread (the per-thread
+//!   environment, the store functions, the profiler's sample);
 //! - `supervisor`: what runs off PHP threads and watches over them: `pool` (a queue and
 //!   its threads, worker generations), `scaling` (the autoscaler thread: adds threads
 //!   while requests wait, removes idle ones) and `watchdog` (ends requests stuck past
 //!   their deadline), both on one service-thread helper, `engine` (main thread, pool
 //!   table, shutdown) and `stats` (snapshots);
+//! - `cli`: the command line (`caddy php-cli`), PHP run in a process with no engine;
 //! - `exports`: every `extern "C"` function the host calls.
 //!
 //! Bailouts (PHP's longjmp) never cross Rust frames: every PHP call that can bail out

@@ -1,21 +1,20 @@
 //! PHP threads and what they run, each module using only the ones before it:
-//! opcache.rs (the gate every request passes, which decides when OPcache restarts),
-//! profile.rs (the sampling profiler's profile),
-//! counters.rs (what a pool's threads count), generation.rs (a worker generation's
-//! settings), info.rs (what other threads may read of a thread) and protocol.rs (what a
-//! pool and its threads tell each other), thread.rs (a thread's thread-local state),
-//! sample.rs (the thread's side of sampling: the profiler's hooks),
-//! env.rs (the per-thread environment's hooks), store.rs (the store functions' hooks),
-//! classic.rs,
-//! worker.rs (HTTP and task workers, with the worker hooks) and background.rs
-//! (background workers and scheduled jobs): the loops; task.rs (sending tasks and
-//! waiting for them), registry.rs (starting, running and joining threads).
+//! profile.rs (the sampling profiler's profile, and the weight a thread has not reported),
+//! info.rs (what other threads may read of a thread), opcache.rs (the gate every request
+//! passes, which decides when OPcache restarts), counters.rs (what a pool's threads
+//! count), generation.rs (a worker generation's settings), protocol.rs (what a pool and
+//! its threads tell each other), thread.rs (a thread's thread-local state); hooks PHP
+//! calls on a thread: sample.rs (the profiler's sample), env.rs (the per-thread
+//! environment), store.rs (the store functions); the loops, with their hooks:
+//! classic.rs, worker.rs (HTTP and task workers) and background.rs (background workers
+//! and scheduled jobs); task.rs (sending tasks and waiting for them), registry.rs
+//! (starting, running and joining threads).
 
-pub mod opcache;
 pub mod profile;
+pub mod info;
+pub mod opcache;
 pub mod counters;
 pub mod generation;
-pub mod info;
 pub mod protocol;
 pub mod thread;
 pub mod sample;
