@@ -4,6 +4,7 @@
  * named "cli" with the CLI's settings, output to the standard output unbuffered, log
  * lines to the standard error, $argv, the STDIN/STDOUT/STDERR constants, the script's
  * exit status. php_worker's own extension is not loaded: its functions need a server.
+ * C because it is PHP's whole startup, one request and shutdown, as PHP's CLI runs them.
  */
 #include <php.h>
 #include <SAPI.h>

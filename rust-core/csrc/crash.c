@@ -2,7 +2,9 @@
  * A trail when a PHP thread receives a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
  * SIGABRT): one JSON line on standard error naming the signal, the thread, its request and
  * the PHP code it ran, then the handler that was there before (Go's), so the process dies
- * exactly as it would without this (same exit status, same core dump). See shim.h.
+ * exactly as it would without this (same exit status, same core dump). C because the
+ * handler reads the thread's PHP globals through PHP's macros, with nothing but
+ * async-signal-safe calls. See shim.h.
  *
  * PHP threads get a signal stack from src/runtime/registry.rs, so a stack overflow (deep
  * recursion in C) still gets its line.

@@ -1,7 +1,10 @@
 /*
  * OPcache restarts under threads: points the hook that
  * scripts/php-patches/opcache-thread-hook.patch adds to OPcache at Rust's gate
- * (src/runtime/opcache.rs, which says why). See shim.h.
+ * (src/runtime/opcache.rs, which says why), on the main thread once the engine started;
+ * and, on PHP threads, OPcache's revalidation for a worker's first boot (script.c) and
+ * its samples between requests (script.c, worker.c). C because the hooks are OPcache's
+ * symbols, and revalidation calls PHP functions, which can bail out. See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>

@@ -1,9 +1,11 @@
 /*
  * The profiler's sample, taken by a PHP thread of its own stack (see
  * src/runtime/sample.rs): the sampler thread only sets the thread's EG(vm_interrupt),
- * and at its next instruction the thread walks EG(current_execute_data) here. The walk
- * is synchronous on the thread, at an instruction boundary, so no frame is freed during
- * it; it only reads, and allocates no PHP memory, so nothing here can bail out.
+ * and at its next instruction the thread walks EG(current_execute_data) here, called
+ * from the interrupt hook (interrupt.c). The walk is synchronous on the thread, at an
+ * instruction boundary, so no frame is freed during it; it only reads, and allocates no
+ * PHP memory, so nothing here can bail out. C because the stack is PHP's executor
+ * globals and structs, which only PHP's headers describe. See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>

@@ -1,7 +1,9 @@
 /*
  * Sending tasks to a task worker (src/runtime/task.rs): php_worker_task() and
- * php_worker_tasks(), and the exceptions their failures come back as. The task worker's
- * side, php_worker_handle_task(), is in worker.c.
+ * php_worker_tasks(), and the exceptions their failures come back as, whose classes
+ * module startup registers (pw_task_startup). The task worker's side,
+ * php_worker_handle_task(), is in worker.c. C because these take and make PHP values
+ * and exceptions, and can bail out. See shim.h.
  */
 #include <php.h>
 #include <SAPI.h>

@@ -3,9 +3,10 @@
 //! (Laravel Octane, Symfony Runtime) run unchanged.
 //!
 //! The functions and their signatures are C's (csrc/module.c), as are their bodies
-//! (csrc/functions.c, csrc/worker.c, csrc/store.c): they call back into PHP and can bail
-//! out, which must not happen across Rust frames, and only PHP calls them, so Rust holds
-//! no declaration of them to keep in step.
+//! (csrc/functions.c, csrc/worker.c, csrc/stop.c, csrc/task.c, csrc/store.c) and the
+//! module's hooks (module startup in csrc/module.c, the request's end in csrc/request.c):
+//! they call back into PHP and can bail out, which must not happen across Rust frames,
+//! and only PHP calls the functions, so Rust holds no declaration of them to keep in step.
 
 use std::ffi::c_void;
 
