@@ -51,6 +51,7 @@ source scripts/env.sh
 
 stage "rust-core: unit tests and header check"
 cargo test --locked -p php-worker-core
+python3 scripts/check-call-graphs.py # no cycle between csrc/*.c files nor Rust modules
 
 stage "rust-core: clippy, warnings denied (every unsafe block documented)"
 if cargo clippy --version >/dev/null 2>&1; then
