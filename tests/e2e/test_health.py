@@ -185,3 +185,56 @@ def test_a_reload_keeps_the_server_ready_while_pools_restart(start_server, tmp_p
     # Once the old copies are gone, no pool is restarting.
     assert eventually(lambda: not any(p.get("restarting") for p in probe(srv, "ready")[1]["pools"]), timeout=15)
     assert srv.stop() == 0
+
+
+# A background loop that stops when asked, as a queue consumer does.
+POLITE_BACKGROUND = """<?php
+while (!php_worker_stopping()) {
+    usleep(5000);
+}
+"""
+
+
+def test_readiness_holds_through_worker_restarts_beside_background_workers(start_server, tmp_path):
+    """POST /php_worker/workers/restart under load, with background workers beside the
+    HTTP worker, while a load balancer probes readiness every 10 ms: every probe answers
+    200 (a deploy does not take the instance out of rotation), through three restarts."""
+    (tmp_path / "polite.php").write_text(POLITE_BACKGROUND)
+    (tmp_path / "hello.php").write_text("<?php echo 'Hello, world!';")
+    worker = f"\t\tworker {{\n\t\t\tfile {HERE}/worker/counter.php\n\t\t\tname counter\n\t\t\tnum 2\n\t\t\tmatch /count\n\t\t}}"
+    background = (f"\t\tbackground {{\n\t\t\tfile {tmp_path}/polite.php\n\t\t\tname polite\n\t\t\tnum 2\n\t\t}}\n"
+                  f"\t\tbackground {{\n\t\t\tfile {tmp_path}/polite.php\n\t\t\tname polite-one\n\t\t}}\n")
+    srv = start_server("probes-restart", lambda port, admin: with_probes(
+        make_caddyfile(port, admin, threads=7, app=tmp_path, site_extra=worker, global_extra=background)))
+    assert eventually(lambda: probe(srv, "ready", admin=True)[0] == 200, timeout=15)
+
+    stop = threading.Event()
+    failures, probes, served = [], [0], [0]
+
+    def prober():
+        while not stop.is_set():
+            status, body = probe(srv, "ready", admin=True)
+            probes[0] += 1
+            if status != 200:
+                failures.append(body)
+            time.sleep(0.01)
+
+    def load():
+        while not stop.is_set():
+            if srv.get("/count", timeout=10).status == 200:
+                served[0] += 1
+
+    threads = [threading.Thread(target=prober)] + [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(3):
+            status, body = srv.admin("POST", "/php_worker/workers/restart")
+            assert status == 200, body
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert served[0] > 0 and probes[0] > 30, (served, probes)
+    assert not failures, f"{len(failures)} of {probes[0]} readiness probes failed: {failures[:3]}"

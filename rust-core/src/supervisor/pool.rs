@@ -46,6 +46,9 @@ pub struct Pool {
     state: Mutex<PoolState>,
 }
 
+/// The id of a worker pool's first generation; each restart makes the next.
+const FIRST_GENERATION: u32 = 1;
+
 struct PoolState {
     members: Vec<Member>,
     /// None for the classic pool.
@@ -191,8 +194,8 @@ impl Pool {
     /// A worker pool whose first generation boots at once and takes requests as its
     /// threads are ready.
     pub fn worker(id: PoolId, spec: WorkerSpec, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>) -> Result<Arc<Pool>> {
-        let first = Arc::new(Generation::new(1, spec, true));
-        let workers = Workers { current: first.clone(), staged: None, next_generation: 2 };
+        let first = Arc::new(Generation::new(FIRST_GENERATION, spec, true));
+        let workers = Workers { current: first.clone(), staged: None, next_generation: FIRST_GENERATION + 1 };
         let pool = Pool::new(id, capacity, host, registry, Some(workers));
         let mut state = lock(&pool.state);
         if let Err(e) = pool.spawn(&mut state, first.spec.num, Some(&first)) {
@@ -648,7 +651,8 @@ impl Pool {
             },
             leaving: state.members.iter().filter(|m| m.leaving).count(),
             restarting: state.members.iter().any(|m| m.leaving || current.as_ref().is_some_and(|g| m.generation_id() != g.id))
-                || state.workers.as_ref().is_some_and(|w| w.staged.is_some()),
+                || state.workers.as_ref().is_some_and(|w| w.staged.is_some())
+                || self.background_replacing(&state, current.as_ref()),
             failing: living().filter(|m| m.failing).count(),
             busy: living().filter(|m| m.thread.info.state() == ThreadState::Busy).count(),
             idle: living().filter(|m| m.thread.info.state() == ThreadState::Ready).count(),
@@ -661,6 +665,15 @@ impl Pool {
             restarts: self.counters.restarts.load(std::sync::atomic::Ordering::Relaxed),
             memory_growth: lock(&self.counters.memory_growth).top(SHOWN_ROUTES),
         }
+    }
+
+    /// Whether a background pool's new copies, started once the old ones ended, are still
+    /// starting: the restart is not over. (An HTTP or task worker's new generation boots
+    /// beside the old one, which serves meanwhile; a background script's cannot, so
+    /// between the old copies' end and the new ones' start the pool has nothing booted.)
+    fn background_replacing(&self, state: &PoolState, current: Option<&Arc<Generation>>) -> bool {
+        self.kind == WorkerKind::Background
+            && current.is_some_and(|g| g.id > FIRST_GENERATION && state.members.iter().any(|m| !m.leaving && !m.booted))
     }
 
     fn member<'a>(state: &'a mut PoolState, thread: &ThreadInfo) -> Option<&'a mut Member> {
