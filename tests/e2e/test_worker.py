@@ -405,3 +405,35 @@ def test_max_memory_restarts_a_leaking_script_and_names_the_route(start_server):
     assert srv.wait_log(lambda e: e.get("msg") == CRASHED and e.get("worker") == "leaky")
     assert [srv.get("/ok").text for _ in range(4)] == ["ok"] * 4
     assert srv.stop() == 0
+
+
+# Boots at once the first time, slowly every later time (a cache to warm, a failing
+# dependency that retries).
+SLOW_REBOOT = """<?php
+$marker = __DIR__ . '/booted-once';
+if (file_exists($marker)) {
+    sleep(3);
+}
+touch($marker);
+while (frankenphp_handle_request(function () {
+    echo 'served';
+})) {
+}
+"""
+
+
+def test_max_wait_time_fires_while_a_worker_script_restarts(start_server, tmp_path):
+    """A worker whose only thread restarts its script (max_requests 1) is not free while
+    the script boots again: a request that arrives then gets max_wait_time's 503, not
+    an answer seconds later once the boot is over."""
+    (tmp_path / "slow-reboot.php").write_text(SLOW_REBOOT)
+    worker = (f"\t\tworker {{\n\t\t\tfile {tmp_path}/slow-reboot.php\n\t\t\tnum 1\n\t\t\tmax_requests 1\n"
+              "\t\t\tmatch /w\n\t\t}")
+    srv = start_server("max-wait-reboot", app=tmp_path, threads=2, site_extra=worker,
+                       global_extra="\t\tmax_wait_time 500ms")
+    assert srv.get("/w").text == "served"  # its last request: the script restarts, slowly
+    start = time.monotonic()
+    r = srv.get("/w", timeout=30)
+    elapsed = time.monotonic() - start
+    assert r.status == 503 and r.header("Retry-After"), (r.status, r.text, f"{elapsed:.2f}s")
+    assert elapsed < 2, f"{elapsed:.2f}s"

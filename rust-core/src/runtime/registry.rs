@@ -213,6 +213,7 @@ fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Rec
     PhpThread::install(info.clone(), host.clone(), ctl, assignment, registry.tasks.get().cloned());
     let name = CString::new(info.name()).unwrap_or_default();
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        with_thread(|t| t.mark_taken()); // not free while its context starts
         info.set_state(ThreadState::Starting);
         // SAFETY: pools spawn threads only while the engine's main thread is up, and the
         // engine waits for every thread to end before it stops PHP.

@@ -245,9 +245,12 @@ impl PhpThread {
         }
     }
 
-    /// Its pool no longer counts it free: it took a job, moves to another pool (switch)
-    /// or ends (uninstall).
-    fn mark_taken(&mut self) {
+    /// Its pool no longer counts it free: it took a job, boots its script again, starts a
+    /// fresh PHP context, moves to another pool (switch) or ends (uninstall). A thread
+    /// marked free when its last response completed keeps that mark until one of these:
+    /// left set through a reboot, it would tell max_wait_time a thread is free for as
+    /// long as the boot (and a failing boot's backoff) lasts.
+    pub(super) fn mark_taken(&mut self) {
         if std::mem::take(&mut self.counted_free) {
             self.assignment.counters.waiting.fetch_sub(1, Ordering::Relaxed);
         }

@@ -59,6 +59,7 @@ pub fn serve(generation: &Arc<Generation>) -> Next {
     let (worker, thread) = (generation.spec.name.as_str(), info.name());
     let (mut failures, mut quiet) = (0u32, false);
     loop {
+        with_thread(|t| t.mark_taken()); // not free while its script boots
         info.set_state(ThreadState::Booting);
         info.clear_stop();
         let end = run_script(generation, quiet);
