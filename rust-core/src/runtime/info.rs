@@ -252,10 +252,13 @@ impl ThreadInfo {
         }
     }
 
-    /// Records what the thread's script needs to be stopped; None once its PHP context
-    /// is freed.
-    pub(super) fn set_kill(&self, slot: Option<KillSlot>) {
-        *lock(&self.kill) = slot;
+    /// Records what the thread's script needs to be stopped, until the registration is
+    /// dropped. Create it right after the PHP context and drop it before: then no path,
+    /// a panic's unwinding included (locals drop in reverse order), leaves the slot
+    /// pointing into a freed context for the watchdog or the profiler to use.
+    pub(super) fn register_kill(&self, slot: KillSlot) -> KillRegistration<'_> {
+        *lock(&self.kill) = Some(slot);
+        KillRegistration(self)
     }
 
     /// Whether the watchdog gave up on the request the thread runs.
@@ -437,6 +440,16 @@ impl ThreadInfo {
     pub fn take_stop_overdue(&self, now_ms: u64) -> bool {
         let d = self.stop_deadline.load(Ordering::Relaxed);
         d != 0 && now_ms >= d && self.stop_deadline.compare_exchange(d, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+}
+
+
+/// A thread's kill slot while its PHP context lives (ThreadInfo::register_kill).
+pub(super) struct KillRegistration<'a>(&'a ThreadInfo);
+
+impl Drop for KillRegistration<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.kill) = None;
     }
 }
 

@@ -218,13 +218,14 @@ fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Rec
         // SAFETY: pools spawn threads only while the engine's main thread is up, and the
         // engine waits for every thread to end before it stops PHP.
         let context = unsafe { PhpContext::new(&name) };
-        info.set_kill(Some(context.kill_slot()));
+        // Dropped before the context, on every path: see register_kill.
+        let kill = info.register_kill(context.kill_slot());
         with_thread(|t| {
             t.context_requests = 0;
             t.context_max_requests = registry.context_max_requests.load(Ordering::Relaxed);
         });
         let end = serve(&info);
-        info.set_kill(None);
+        drop(kill);
         drop(context);
         release_free_memory();
         match end {
@@ -237,8 +238,7 @@ fn run(info: Arc<ThreadInfo>, host: Arc<Host>, registry: Arc<Registry>, ctl: Rec
     }));
     if let Err(panic) = served {
         // A bug in the thread's own loop (hooks catch their own): the thread ends, and
-        // the engine must not wait for it.
-        info.set_kill(None);
+        // the engine must not wait for it. (Its kill slot went with its context.)
         host.log(0, Level::Error, &format!("PHP thread {} ended on an internal error: {}", info.name(), crate::error::panic_message(&*panic)));
     }
     let events = with_thread(|t| t.assignment.events.clone());

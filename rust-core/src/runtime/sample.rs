@@ -52,13 +52,14 @@ pub unsafe extern "C" fn pw_rs_profile_sample(frames: *const ProfileFrame, n: us
                         WorkerKind::Background => ThreadKind::Background,
                     };
                     // A task or a background script has no HTTP request, so no route.
-                    let route = if run.in_flight.is_null() || kind != ThreadKind::Worker {
-                        String::new()
-                    } else {
-                        // SAFETY: in_flight is live until pw_rs_worker_done or the end of
-                        // the script, and only read here, on its own thread.
-                        let uri = unsafe { (*run.in_flight).request().field(Field::RequestUri) };
-                        route_of(&String::from_utf8_lossy(uri)).to_owned()
+                    let route = match &run.in_flight {
+                        Some(in_flight) if kind == ThreadKind::Worker => {
+                            // SAFETY: in_flight is live until pw_rs_worker_done or the end
+                            // of the script, and only read here, on its own thread.
+                            let uri = unsafe { (*in_flight.as_ptr()).request().field(Field::RequestUri) };
+                            route_of(&String::from_utf8_lossy(uri)).to_owned()
+                        }
+                        _ => String::new(),
                     };
                     (run.generation.name.clone(), kind, route)
                 }

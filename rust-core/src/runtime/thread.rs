@@ -78,13 +78,51 @@ impl EnvOverrides {
     }
 }
 
+/// A request context lent to PHP as a raw pointer (SG(server_context) holds it while
+/// the script runs). The box is owned here and freed on every path: [`LentContext::take`]
+/// takes it back once PHP is done with it; dropped without that (a panic unwinding
+/// through the worker loop), the context is freed and its request answered as lost by
+/// `Request`'s drop, never left waiting.
+pub struct LentContext(std::ptr::NonNull<RequestContext>);
+
+impl LentContext {
+    pub fn new(ctx: Box<RequestContext>) -> LentContext {
+        LentContext(std::ptr::NonNull::from(Box::leak(ctx)))
+    }
+
+    /// The pointer lent to PHP, valid while `self` lives.
+    pub fn as_ptr(&self) -> *mut RequestContext {
+        self.0.as_ptr()
+    }
+
+    /// Takes the context back.
+    ///
+    /// # Safety
+    /// PHP no longer uses the pointer (its request or script ended).
+    pub unsafe fn take(self) -> Box<RequestContext> {
+        let ptr = self.0.as_ptr();
+        std::mem::forget(self);
+        // SAFETY: from Box::leak in new(), and not freed since (take consumes self, and
+        // drop did not run); the caller vouches PHP is done with it.
+        unsafe { Box::from_raw(ptr) }
+    }
+}
+
+impl Drop for LentContext {
+    fn drop(&mut self) {
+        // SAFETY: from Box::leak in new(). Only a panic's unwinding gets here (the loops
+        // take every context back), after PHP returned: nothing uses the pointer.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
 /// The worker state of a thread during one run of its script (src/runtime/worker.rs).
 pub struct WorkerRun {
     pub(super) generation: Arc<Generation>,
-    /// The boot/idle context; its output goes to the log. Owned here, lent to PHP.
-    pub(super) idle: *mut RequestContext,
-    /// The HTTP request PHP is handling, if any. Owned here, lent to PHP.
-    pub(super) in_flight: *mut RequestContext,
+    /// The boot/idle context; its output goes to the log.
+    pub(super) idle: LentContext,
+    /// The HTTP request PHP is handling, if any.
+    pub(super) in_flight: Option<LentContext>,
     pub(super) handled: u64,
     pub(super) reached_handle_request: bool,
     /// A request ended badly (exit() or a failure in its startup, handler or shutdown).
@@ -377,5 +415,39 @@ impl PhpThread {
         self.assignment.counters.duration.observe(ran);
         self.info.end_request(memory, now);
         self.info.set_stuck(false).then_some(ran)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::types::{PHP_WORKER_REFUSED_LOST, PHP_WORKER_RESPONSE_REFUSED};
+    use crate::request::context::Sink;
+    use crate::testing::wait_done;
+
+    /// A context lent to PHP and never taken back (a panic unwound through the worker
+    /// loop) still answers its request: the host is never left waiting for it.
+    #[test]
+    fn a_lent_context_dropped_unreturned_answers_its_request() {
+        let (request, handle) = crate::request::tests::request("GET", &[], 0, b"", true);
+        let lent = LentContext::new(Box::new(RequestContext::new(request, Scratch::default(), Sink::Client)));
+        assert!(!lent.as_ptr().is_null());
+        drop(lent);
+        let calls = wait_done(handle, "the dropped context's request");
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].flags & PHP_WORKER_RESPONSE_REFUSED != 0 && calls[0].refusal == PHP_WORKER_REFUSED_LOST, "{:?}", calls[0].refusal);
+    }
+
+    /// Taken back, it is the caller's: nothing is answered until the caller finishes it.
+    #[test]
+    fn a_lent_context_taken_back_is_not_answered_twice() {
+        let (request, handle) = crate::request::tests::request("GET", &[], 0, b"", true);
+        let lent = LentContext::new(Box::new(RequestContext::new(request, Scratch::default(), Sink::Client)));
+        // SAFETY: no PHP ever saw the pointer.
+        let ctx = unsafe { lent.take() };
+        assert!(crate::testing::calls_for(handle).is_empty(), "taking it back answers nothing");
+        drop(ctx.finish(false));
+        let calls = wait_done(handle, "the finished request");
+        assert_eq!(calls.iter().filter(|c| c.flags & PHP_WORKER_RESPONSE_REFUSED != 0).count(), 0);
     }
 }

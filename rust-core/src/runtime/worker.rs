@@ -12,7 +12,6 @@
 //! (src/supervisor/pool.rs); a generation takes requests once it is active.
 
 use std::ffi::c_char;
-use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use super::opcache;
 use super::counters::RouteGrowth;
 use super::info::ThreadState;
 use super::protocol::{Job, Next};
-use super::thread::{Ending, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
+use super::thread::{Ending, LentContext, Limit, PhpThread, WorkerRun, end_request, try_with_thread, with_thread};
 use crate::abi::types::Field;
 use crate::config::WorkerKind;
 use crate::host::{Host, Level, LogField, log_unattached};
@@ -190,9 +189,9 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
     let idle = RequestContext::new(generation.idle_request(&host), Scratch::default(), Sink::Log)
         .inherit_env(generation.env.clone())
         .logging_as(generation.name.clone());
-    let idle = Box::into_raw(Box::new(idle));
-    // SAFETY: `idle` is live until reclaimed below.
-    let mut boot = unsafe { (*idle).shim() };
+    let idle = LentContext::new(Box::new(idle));
+    // SAFETY: `idle` lives in the run state until taken back below.
+    let mut boot = unsafe { (*idle.as_ptr()).shim() };
     // A scheduled job's command line, alive for the call.
     let argv: Vec<*const c_char> = generation.argv.iter().map(|a| a.as_ptr()).collect();
     if !argv.is_empty() {
@@ -205,7 +204,7 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
         t.run = Some(WorkerRun {
             generation: generation.clone(),
             idle,
-            in_flight: ptr::null_mut(),
+            in_flight: None,
             handled: 0,
             reached_handle_request: false,
             request_failed: false,
@@ -238,14 +237,14 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
         ending: run.ending,
         growth: run.growth,
     };
-    if !run.in_flight.is_null() {
+    if let Some(in_flight) = run.in_flight {
         end.request_failed = true;
         end.handled += 1;
         // The script ended inside the handler, on an error or exit(): the request gets
         // what PHP printed up to the end of the script's shutdown, as a 500 unless a
         // status was chosen or the response left.
-        // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait.
-        let ctx = unsafe { Box::from_raw(run.in_flight) };
+        // SAFETY: the script ended: PHP no longer uses the context.
+        let ctx = unsafe { in_flight.take() };
         let fields = [("worker", generation.spec.name.as_str().into()), ("thread", info.name().into())];
         if end.outcome.fatal || end.result != RunResult::Ok {
             ctx.event(Level::Error, "request failed and ended the worker script", &fields);
@@ -254,8 +253,8 @@ pub(super) fn run_script(generation: &Arc<Generation>, quiet: bool) -> ScriptEnd
         }
         end_request(outcome.memory, ctx.finish(true));
     }
-    // SAFETY: idle came from Box::into_raw above; PHP no longer uses it.
-    unsafe { Box::from_raw(idle) }.finish(false);
+    // SAFETY: the script ended: PHP no longer uses the context.
+    unsafe { run.idle.take() }.finish(false);
     with_thread(|t| t.env.reset());
     end
 }
@@ -417,24 +416,23 @@ fn wait_for_request(req: *mut ShimRequest, memory: usize, real_memory: usize) ->
                     let ctx = ctx.inherit_env(run.generation.env.clone()).on_thread(t.info.index);
                     let mut ctx = Box::new(ctx);
                     ctx.watch(t.info.expiry.clone());
-                    run.in_flight = Box::into_raw(ctx);
-                    run.in_flight
+                    run.in_flight.insert(LentContext::new(ctx)).as_ptr()
                 }
                 Some(Job::Leave(leave)) => {
                     run.ending = Some(Ending::Leave(leave));
-                    run.idle
+                    run.idle.as_ptr()
                 }
                 Some(Job::Recycle) => {
                     run.ending = Some(Ending::Recycle);
-                    run.idle
+                    run.idle.as_ptr()
                 }
-                None => run.idle,
+                None => run.idle.as_ptr(),
                 Some(Job::Withdrawn(_)) => unreachable!("the loop above refuses withdrawn requests"),
             };
             // SAFETY: ctx is live until pw_rs_worker_done or the end of the script; `req`
             // is writable by pw_rs_worker_wait's contract.
             unsafe { *req = (*ctx).shim() };
-            Some(!run.in_flight.is_null())
+            Some(run.in_flight.is_some())
         });
         // None: a contained panic, before `*req` was written.
         filled.unwrap_or_else(|| {
@@ -509,11 +507,9 @@ pub extern "C" fn pw_rs_worker_done(failed: bool, memory: usize) {
     guard((), || {
         let ctx = with_run(None, |t| {
             let run = t.run.as_mut().expect("checked by with_run");
-            if run.in_flight.is_null() {
-                return None;
-            }
-            // SAFETY: in_flight came from Box::into_raw in pw_rs_worker_wait; PHP is done with it.
-            let ctx = unsafe { Box::from_raw(std::mem::replace(&mut run.in_flight, ptr::null_mut())) };
+            let in_flight = run.in_flight.take()?;
+            // SAFETY: the request is over (this call says so): PHP is done with it.
+            let ctx = unsafe { in_flight.take() };
             run.task_chain = TaskChain::default();
             run.handled += 1;
             run.request_failed |= failed;
@@ -553,7 +549,7 @@ unsafe fn fill_idle(req: *mut ShimRequest) {
     let idle = guard(None, || {
         try_with_thread(|t| t.run.as_ref().map(|run| {
             // SAFETY: idle is live for the whole run.
-            unsafe { (*run.idle).shim() }
+            unsafe { (*run.idle.as_ptr()).shim() }
         }))
         .flatten()
     });
