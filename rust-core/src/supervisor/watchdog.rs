@@ -62,11 +62,36 @@ pub struct Watchdog {
 struct Watch {
     /// The thread's served-requests count when its current request was first seen.
     request: u64,
-    /// When the request was first seen past its time limit.
+    /// When the request was first seen past its time limit, and whether a later tick saw
+    /// it so again: the flag counts once two ticks saw it. A thread marks a request busy
+    /// a moment before it clears the flag an idle worker script's running timer may have
+    /// set (csrc/worker.c, pw_worker_next); a tick in that moment sees a stale flag, and
+    /// on its own it would expire a healthy request `grace` later.
     timed_out_at: Option<Instant>,
+    timed_out_confirmed: bool,
     /// It was given up on; when it was last woken.
     stuck_since: Option<Instant>,
     last_wake: Instant,
+}
+
+impl Watch {
+    fn new(request: u64, now: Instant) -> Watch {
+        Watch { request, timed_out_at: None, timed_out_confirmed: false, stuck_since: None, last_wake: now }
+    }
+
+    /// Notes this tick's sighting of the thread's timeout flag: since when the request
+    /// has been past its time limit, once two ticks in a row saw it so.
+    fn timed_out_since(&mut self, timed_out: bool, now: Instant) -> Option<Instant> {
+        if !self.timed_out_confirmed {
+            match (self.timed_out_at, timed_out) {
+                (None, true) => self.timed_out_at = Some(now),
+                (Some(_), true) => self.timed_out_confirmed = true,
+                (Some(_), false) => self.timed_out_at = None, // a stale flag, cleared since
+                (None, false) => {}
+            }
+        }
+        self.timed_out_at.filter(|_| self.timed_out_confirmed)
+    }
 }
 
 impl Watchdog {
@@ -109,9 +134,9 @@ fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry:
                 watches.remove(&info.index);
                 continue;
             };
-            let watch = watches.entry(info.index).or_insert(Watch { request, timed_out_at: None, stuck_since: None, last_wake: now });
+            let watch = watches.entry(info.index).or_insert_with(|| Watch::new(request, now));
             if watch.request != request {
-                *watch = Watch { request, timed_out_at: None, stuck_since: None, last_wake: now };
+                *watch = Watch::new(request, now);
             }
             if watch.stuck_since.is_some() {
                 if now.duration_since(watch.last_wake) >= WAKE_EVERY {
@@ -120,10 +145,7 @@ fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry:
                 }
                 continue;
             }
-            if watch.timed_out_at.is_none() && info.timed_out() {
-                watch.timed_out_at = Some(now);
-            }
-            let Some(at) = watch.timed_out_at else { continue };
+            let Some(at) = watch.timed_out_since(info.timed_out(), now) else { continue };
             if now.duration_since(at) < grace {
                 continue;
             }
@@ -195,5 +217,37 @@ fn wake(info: &ThreadInfo, host: &Host, first: bool) {
             ("syscall", blocked.call.as_str().into()),
             ("done", done.join("; ").into()),
         ]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_counts_once_two_ticks_saw_it() {
+        let t0 = Instant::now();
+        let tick = |n: u32| t0 + TICK * n;
+        let mut w = Watch::new(7, t0);
+        assert_eq!(w.timed_out_since(false, tick(0)), None);
+        assert_eq!(w.timed_out_since(true, tick(1)), None, "one sighting is not enough");
+        assert_eq!(w.timed_out_since(true, tick(2)), Some(tick(1)), "the second confirms it, from the first");
+        assert_eq!(w.timed_out_since(false, tick(3)), Some(tick(1)), "confirmed: PHP clearing it later changes nothing");
+    }
+
+    #[test]
+    fn a_stale_flag_seen_once_is_forgotten() {
+        // A worker thread marked its request busy a moment before it cleared the flag
+        // its idle timer set: one tick saw it, the next does not.
+        let t0 = Instant::now();
+        let mut w = Watch::new(7, t0);
+        assert_eq!(w.timed_out_since(true, t0 + TICK), None);
+        assert_eq!(w.timed_out_since(false, t0 + TICK * 2), None);
+        for n in 3..100 {
+            assert_eq!(w.timed_out_since(false, t0 + TICK * n), None, "never expired");
+        }
+        // A real timeout later in the same request still counts, from its own start.
+        assert_eq!(w.timed_out_since(true, t0 + TICK * 100), None);
+        assert_eq!(w.timed_out_since(true, t0 + TICK * 101), Some(t0 + TICK * 100));
     }
 }
