@@ -293,3 +293,21 @@ def test_one_profile_at_a_time_and_bad_parameters(srv):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=30)
     assert e.value.code == 405
+
+
+def test_a_profile_cut_short_by_a_php_restart_leaves_the_profiler_free(start_server, tmp_path):
+    """A php_ini change restarts PHP while a profile runs: that profile is lost (503,
+    saying so), and the next one runs, without a restart of the server."""
+    write_app(tmp_path)
+    srv = start_server("profile-engine-restart", profile_caddyfile(tmp_path, threads=5))
+    first = {}
+    t = in_background(lambda: first.setdefault("answer", admin_get(srv, "/php_worker/profile?seconds=4")))
+    time.sleep(0.7)
+    status, body = srv.load((srv.workdir / "Caddyfile").read_text().replace(
+        "php_ini log_errors 1", "php_ini log_errors 1\n\t\tphp_ini precision 13"))
+    assert status == 200, body
+    t.join(60)
+    assert first["answer"][0] == 503 and b"profile" in first["answer"][1], first["answer"]
+    assert srv.get("/hello.php", resend=True).status == 200
+    status, body = admin_get(srv, "/php_worker/profile?seconds=1")
+    assert status == 200, body[:300]

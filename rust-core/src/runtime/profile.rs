@@ -153,7 +153,12 @@ impl Strings {
     }
 
     fn bytes_id(&mut self, b: &[u8]) -> u32 {
-        self.id(&String::from_utf8_lossy(&b[..b.len().min(MAX_NAME)]))
+        self.id(&bytes_name(b))
+    }
+
+    /// The id of a string already kept, without keeping it.
+    fn find(&self, s: &str) -> Option<u32> {
+        if s.is_empty() { Some(0) } else { self.ids.get(s).copied() }
     }
 
     fn get(&self, id: u32) -> &str {
@@ -191,6 +196,17 @@ impl Profile {
         }
     }
 
+    /// The id of a frame already kept, without keeping anything.
+    fn find_frame(&self, raw: &RawFrame<'_>) -> Option<u32> {
+        let frame = Frame {
+            function: self.strings.find(&bytes_name(raw.function))?,
+            class: self.strings.find(&bytes_name(raw.class))?,
+            file: self.strings.find(&bytes_name(raw.file))?,
+            line: raw.line,
+        };
+        self.frame_ids.get(&frame).copied()
+    }
+
     fn frame_id(&mut self, raw: &RawFrame<'_>) -> u32 {
         let frame = Frame {
             function: self.strings.bytes_id(raw.function),
@@ -208,29 +224,42 @@ impl Profile {
     }
 
     /// Adds a sample: `frames` innermost first; `truncated` when the stack went deeper.
+    /// Past MAX_ENTRIES only samples of a stack and labels already kept count, and
+    /// nothing new is kept for the others (no frame, no route string): a profile taken
+    /// while unique URLs arrive stays within its bound.
     pub fn add(&mut self, frames: &[RawFrame<'_>], truncated: bool, labels: Labels<'_>, weight: Weight) {
-        let mut stack: Vec<u32> = frames.iter().map(|f| self.frame_id(f)).collect();
-        if truncated {
-            stack.push(self.frame_id(&RawFrame { function: TRUNCATED.as_bytes(), ..RawFrame::default() }));
-        }
+        let truncation = RawFrame { function: TRUNCATED.as_bytes(), ..RawFrame::default() };
+        let stack = frames.iter().chain(truncated.then_some(&truncation));
         let route = &labels.route[..floor_char_boundary(labels.route, MAX_ROUTE)];
-        let key = Key {
-            stack: stack.into_boxed_slice(),
-            worker: self.strings.id(labels.worker),
-            route: self.strings.id(route),
-            kind: labels.kind,
+        let key = if self.entries.len() >= MAX_ENTRIES {
+            let found = stack.map(|f| self.find_frame(f)).collect::<Option<Vec<u32>>>().and_then(|stack| {
+                Some(Key {
+                    stack: stack.into_boxed_slice(),
+                    worker: self.strings.find(labels.worker)?,
+                    route: self.strings.find(route)?,
+                    kind: labels.kind,
+                })
+            });
+            match found.and_then(|key| self.entries.get_mut(&key)) {
+                Some(t) => {
+                    t.count += weight.ticks;
+                    t.weight += weight.ns;
+                }
+                None => self.dropped += weight.ticks,
+            }
+            return;
+        } else {
+            let stack: Vec<u32> = stack.map(|f| self.frame_id(f)).collect();
+            Key {
+                stack: stack.into_boxed_slice(),
+                worker: self.strings.id(labels.worker),
+                route: self.strings.id(route),
+                kind: labels.kind,
+            }
         };
-        let full = self.entries.len() >= MAX_ENTRIES;
-        match self.entries.get_mut(&key) {
-            Some(t) => {
-                t.count += weight.ticks;
-                t.weight += weight.ns;
-            }
-            None if full => self.dropped += weight.ticks,
-            None => {
-                self.entries.insert(key, Totals { count: weight.ticks, weight: weight.ns });
-            }
-        }
+        let totals = self.entries.entry(key).or_default();
+        totals.count += weight.ticks;
+        totals.weight += weight.ns;
     }
 
     /// The profile as JSON (see php_worker_profile_stop in include/php_worker.h).
@@ -295,6 +324,11 @@ impl Profile {
         };
         serde_json::to_vec(&out).unwrap_or_default()
     }
+}
+
+/// A frame's name or file as kept: at most MAX_NAME bytes, as UTF-8.
+fn bytes_name(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(&b[..b.len().min(MAX_NAME)])
 }
 
 fn floor_char_boundary(s: &str, max: usize) -> usize {
@@ -468,6 +502,18 @@ mod tests {
         }
         assert_eq!(p.entries.len(), MAX_ENTRIES);
         assert_eq!(p.dropped, 5);
+        // Full: unique routes and frames keep coming (a crawler during a profile), and
+        // nothing more is kept for them; a sample of a kept stack still counts.
+        let (strings, frames) = (p.strings.all.len(), p.frames.len());
+        for i in 0..10_000 {
+            let (route, file) = (format!("/unique/{i}"), format!("/f{i}.php"));
+            let f = [frame("g", "", &file, i)];
+            p.add(&f, false, Labels { worker: "", route: &route, kind: ThreadKind::Classic }, w);
+        }
+        assert_eq!((p.strings.all.len(), p.frames.len()), (strings, frames), "nothing kept past the bound");
+        assert_eq!(p.dropped, 10_005);
+        p.add(&f, false, Labels { worker: "", route: "/item/0", kind: ThreadKind::Classic }, w);
+        assert_eq!(p.dropped, 10_005, "a kept stack and route still counts");
         let long = "é".repeat(MAX_ROUTE);
         let mut p = Profile::new(100, false);
         p.add(&f, false, Labels { worker: "", route: &long, kind: ThreadKind::Classic }, w);

@@ -250,13 +250,17 @@ impl Engine {
     /// Starts a profile of every PHP thread, sampled `hz` times a second (1 to 1000) by
     /// wall time or, with `cpu`, by the CPU time each thread used (src/supervisor/profiler.rs).
     pub fn profile_start(&self, hz: u32, cpu: bool) -> Result<()> {
-        if !self.running.load(Ordering::Acquire) {
-            return Err(Error::Stopped);
-        }
         if !profiler::HZ.contains(&hz) {
             return Err(Error::InvalidRequest("the sampling rate must be 1 to 1000 Hz"));
         }
+        // Whether the engine runs is read under the sampler's lock, which shutdown takes
+        // after it stops running: a profile begun here is one shutdown ends, never one
+        // left behind by an engine that stopped meanwhile (every later profile of the
+        // process would be refused).
         let mut sampler = self.profiler.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.running.load(Ordering::Acquire) {
+            return Err(Error::Stopped);
+        }
         if sampler.is_some() || !profile::begin(hz, cpu) {
             return Err(Error::Profile("a profile is being taken"));
         }
