@@ -118,29 +118,36 @@ void pw_php_request_headers(zend_execute_data *execute_data, zval *return_value)
 	if (!ctx || !pw_rs_is_client(ctx)) {
 		return;
 	}
+	/* The request's own HTTP_* variables, without the configured env, are its headers:
+	 * the host writes one per header but those whose name has '_' or '.', whose twins
+	 * they would spoof. Each name goes back to the form the host's server gives header
+	 * names (Go's canonical form, as FrankenPHP returns them): HTTP_X_FORWARDED_FOR is
+	 * X-Forwarded-For. A name of any length. */
 	pw_shim_vars vars = {0};
 	pw_rs_request_vars(ctx, &vars);
-	char name[256];
 	for (size_t i = 0; i < vars.pairs; i++) {
 		pw_pair p = pw_vars_pair(&vars, i);
-		const char *var = p.name;
-		size_t len = p.name_len;
-		if (len <= 5 || len - 5 >= sizeof(name) || strncmp(var, "HTTP_", 5) != 0) {
+		if (p.name_len <= 5 || strncmp(p.name, "HTTP_", 5) != 0) {
 			continue;
 		}
-		/* HTTP_X_FORWARDED_FOR -> X-Forwarded-For */
+		zend_string *name = zend_string_alloc(p.name_len - 5, 0);
 		bool word_start = true;
-		for (size_t j = 5; j < len; j++) {
-			char c = var[j];
+		for (size_t j = 5; j < p.name_len; j++) {
+			char c = p.name[j];
 			if (c == '_') {
-				name[j - 5] = '-';
+				c = '-';
 				word_start = true;
 			} else {
-				name[j - 5] = word_start ? c : (char)tolower((unsigned char)c);
+				c = word_start ? c : (char)tolower((unsigned char)c);
 				word_start = false;
 			}
+			ZSTR_VAL(name)[j - 5] = c;
 		}
-		add_assoc_stringl_ex(return_value, name, len - 5, (char *)p.value, p.value_len);
+		ZSTR_VAL(name)[p.name_len - 5] = '\0';
+		zval value;
+		ZVAL_STRINGL(&value, p.value, p.value_len);
+		zend_symtable_update(Z_ARRVAL_P(return_value), name, &value);
+		zend_string_release(name);
 	}
 }
 

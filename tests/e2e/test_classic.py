@@ -511,3 +511,22 @@ def test_wait_stop_in_a_request_waits_and_ends_at_the_time_limit(php):
     assert r.status == 500 and "Maximum execution time of 1 second exceeded" in r.text, r.text
     assert time.monotonic() - began < 3
     assert php.get("/hello.php").text == "Hello, world!"
+
+
+def test_getallheaders_gives_the_request_headers_as_they_came(start_server, tmp_path):
+    """getallheaders() (and frankenphp_request_headers()) list the request's headers under
+    the names the request gave them (in Go's canonical form, as FrankenPHP does), a name
+    of any length, and nothing that is not a header: a site's env named HTTP_* is a
+    $_SERVER value, not a header."""
+    (tmp_path / "h.php").write_text("<?php header('Content-Type: application/json'); "
+                                    "echo json_encode(['all' => getallheaders(), 'franken' => frankenphp_request_headers()]);")
+    srv = start_server("getallheaders", app=tmp_path, threads=2, site_extra="\t\tenv HTTP_X_FROM_ENV set-by-env")
+    long_name = "X-" + "Long" * 100
+    d = srv.get("/h.php", headers={"X-CSRF-Token": "t", long_name: "long", "Accept": "*/*"}).json()
+    all_ = d["all"]
+    assert all_["X-Csrf-Token"] == "t", all_
+    canonical = "X-" + ("Long" * 100).capitalize()  # as Go's server names it (textproto's canonical form)
+    assert all_.get(canonical) == "long", f"a {len(long_name)}-byte name: {list(all_)}"
+    assert "X-From-Env" not in all_ and all(v != "set-by-env" for v in all_.values()), all_
+    assert all_["Host"] == f"127.0.0.1:{srv.port}"
+    assert d["franken"] == all_
