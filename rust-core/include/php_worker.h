@@ -546,7 +546,8 @@ int32_t php_worker_request_submit(const php_worker_engine_t *engine,
                                   size_t handle,
                                   php_worker_request_t **request_out);
 
-// Withdraws a request the host gave up on (client gone, max_wait_time passed).
+// Withdraws a request the host gave up on (max_wait_time passed; the Go host does not
+// withdraw a request whose client left: received whole, it runs).
 // Returns true when the request had not started and never will: the host may answer
 // the client itself. Returns false when it is already running: it goes on, and its
 // script sees an aborted connection at its next output if `respond` reports the client

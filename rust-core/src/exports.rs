@@ -520,7 +520,8 @@ pub unsafe extern "C" fn php_worker_request_submit(
     }
 }
 
-/// Withdraws a request the host gave up on (client gone, max_wait_time passed).
+/// Withdraws a request the host gave up on (max_wait_time passed; the Go host does not
+/// withdraw a request whose client left: received whole, it runs).
 /// Returns true when the request had not started and never will: the host may answer
 /// the client itself. Returns false when it is already running: it goes on, and its
 /// script sees an aborted connection at its next output if `respond` reports the client
