@@ -25,7 +25,8 @@ stage=$stage_root/php-worker-$version
 mkdir -p "$stage"
 cp -a packaging/debian packaging/files "$stage/"
 cp -a dist/php_worker "$stage/dist"
-cp README.md "$stage/files/"
+# The README's links lead into docs/: both go to /usr/share/doc/php-worker.
+cp -a README.md docs "$stage/files/"
 # PHP's recommended production settings, from the PHP build the binary carries.
 prefix=$(env -u PHP_CONFIG scripts/build-php.sh | xargs dirname | xargs dirname)
 cp "$prefix/lib/php/php.ini-production" "$stage/files/php.ini"

@@ -117,7 +117,8 @@ def test_triggers_are_off_until_the_config_turns_them_on(start_server, tmp_path)
 			match /app*
 		}}"""
     xdebug = xdebug_available()
-    ini = "\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode debug\n" if xdebug else ""
+    # Loaded but idle (mode off): routing looks at php_ini's lines, not at what Xdebug does.
+    ini = "\t\tphp_ini zend_extension xdebug\n\t\tphp_ini xdebug.mode off\n" if xdebug else ""
     srv = start_server("debug-off", app=tmp_path, threads=2, global_extra=ini, site_extra=worker)
     first = srv.get("/app").json()
     got = srv.get("/app?XDEBUG_SESSION=1&SPX_ENABLED=1", headers={"Cookie": "XDEBUG_SESSION=x",
