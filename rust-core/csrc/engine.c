@@ -23,9 +23,28 @@ extern void xmlInitializeCatalog(void) __attribute__((weak));
 extern void xmlSchemaInitTypes(void) __attribute__((weak));
 extern int xmlRelaxNGInitTypes(void) __attribute__((weak));
 
+/* PHP registers its built-in extensions through this pointer (main/main.c; no header
+ * declares it): wrapped during startup, the module named frankenphp (module.c) is
+ * registered with them, before the modules start. php_module_startup takes one
+ * additional module only, php_worker's. */
+extern PHPAPI int (*php_register_internal_extensions_func)(void);
+static int (*pw_builtin_extensions)(void);
+
+static int pw_register_extensions(void)
+{
+	if (pw_builtin_extensions() == FAILURE) {
+		return FAILURE;
+	}
+	return pw_register_frankenphp_module();
+}
+
 static int pw_sapi_startup(sapi_module_struct *module)
 {
-	return php_module_startup(module, (zend_module_entry *)pw_additional_module);
+	pw_builtin_extensions = php_register_internal_extensions_func;
+	php_register_internal_extensions_func = pw_register_extensions;
+	zend_result started = php_module_startup(module, (zend_module_entry *)pw_additional_module);
+	php_register_internal_extensions_func = pw_builtin_extensions;
+	return started;
 }
 
 static sapi_module_struct pw_sapi_module = {

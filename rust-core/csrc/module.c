@@ -153,6 +153,25 @@ const void *pw_shim_functions(void)
 	return pw_functions;
 }
 
+/* A module named frankenphp beside php_worker's, with no function of its own: the
+ * functions FrankenPHP's module has are php_worker's (above), and apps written for
+ * FrankenPHP look for its module by name (extension_loaded('frankenphp')) before they
+ * use them. Its version is that of the FrankenPHP release whose PHP API php_worker
+ * implements, so the version checks of such apps pass. */
+static zend_module_entry pw_frankenphp_module = {
+	STANDARD_MODULE_HEADER,
+	"frankenphp",
+	NULL, /* functions: php_worker's module has them */
+	NULL, NULL, NULL, NULL, NULL,
+	"1.12.7",
+	STANDARD_MODULE_PROPERTIES,
+};
+
+int pw_register_frankenphp_module(void)
+{
+	return zend_register_internal_module(&pw_frankenphp_module) ? SUCCESS : FAILURE;
+}
+
 int pw_shim_module_startup(int type, int module_number)
 {
 	pw_functions_startup(module_number);

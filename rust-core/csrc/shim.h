@@ -105,6 +105,9 @@ void pw_sapi_engine_stopped(void);
 /* sapi.c: hands every response header line to Rust, which parses and keeps them. */
 void pw_forward_headers(void *ctx);
 
+/* module.c: registers the module named frankenphp, while PHP registers its built-in
+ * extensions (engine.c). */
+int pw_register_frankenphp_module(void);
 /* functions.c, interrupt.c, task.c: their part of the module's startup (module.c). */
 void pw_functions_startup(int module_number);
 void pw_interrupt_startup(void);

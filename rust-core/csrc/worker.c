@@ -195,7 +195,8 @@ static bool pw_worker_kind_is(int32_t kind, const char *function)
 	if (actual == kind) {
 		return true;
 	}
-	const char *why = actual == PW_WORKER_NONE       ? "outside a worker script"
+	/* Not in a worker: FrankenPHP's words, which its tests and apps match. */
+	const char *why = actual == PW_WORKER_NONE       ? "while not in worker mode"
 	                  : actual == PW_WORKER_HTTP     ? "in an HTTP worker, whose loop calls frankenphp_handle_request()"
 	                  : actual == PW_WORKER_TASK     ? "in a task worker, whose loop calls php_worker_handle_task()"
 	                                                 : "in a background worker, which takes no requests";

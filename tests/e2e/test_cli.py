@@ -78,7 +78,7 @@ def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     php_modules, _, zend = out.partition("\n\n[Zend Modules]\n")
     listed = {m.lower() for m in php_modules.splitlines()[1:]}
     served = set(server.get("/extensions.php").json()["extensions"])
-    assert served - listed == {"php_worker"}, "the server's extensions, but php_worker's own"
+    assert served - listed == {"php_worker", "frankenphp"}, "the server's extensions, but php_worker's own (and its FrankenPHP name)"
     assert listed - served == set()
     assert {"pdo_sqlite", "intl", "gd", "mbstring", "openssl", "curl"} <= listed
     status, out, _ = php_cli("-i")

@@ -390,3 +390,71 @@ def test_a_handler_that_serves_scripts_only_passes_other_requests_on(start_serve
         assert srv.get("/a.php").text == "script"
         r = srv.get("/no/such/page")
         assert (r.status, r.text) == (200, "next handler"), (name, r.status, r.text)
+
+
+def test_frankenphps_cgi_variables_and_module_are_there(start_server, tmp_path):
+    """What scripts written for FrankenPHP read without a fallback: AUTH_TYPE,
+    REMOTE_IDENT, SSL_PROTOCOL and SSL_CIPHER (empty over plain HTTP), and a module named
+    frankenphp (extension_loaded('frankenphp'), phpversion('frankenphp')); and
+    frankenphp_handle_request() outside a worker fails with FrankenPHP's words."""
+    (tmp_path / "vars.php").write_text(
+        "<?php header('Content-Type: application/json'); echo json_encode(["
+        "'vars' => array_intersect_key($_SERVER, array_flip(['AUTH_TYPE', 'REMOTE_IDENT', 'SSL_PROTOCOL', 'SSL_CIPHER', 'HTTPS'])),"
+        "'module' => extension_loaded('frankenphp'), 'version' => phpversion('frankenphp'),"
+        "'handle' => function_exists('frankenphp_handle_request')]);")
+    (tmp_path / "not-worker.php").write_text(
+        "<?php try { frankenphp_handle_request(function () {}); } catch (RuntimeException $e) { echo $e->getMessage(); }")
+    srv = start_server("parity-cgi", app=tmp_path, threads=2, site_extra="")
+    d = srv.get("/vars.php").json()
+    assert d["vars"] == {"AUTH_TYPE": "", "REMOTE_IDENT": "", "SSL_PROTOCOL": "", "SSL_CIPHER": "", "HTTPS": ""}, d
+    assert d["module"] is True and d["version"] == "1.12.7" and d["handle"] is True, d
+    assert srv.get("/not-worker.php").text == "frankenphp_handle_request() called while not in worker mode"
+
+
+def test_redirects_and_the_restart_route_answer_as_frankenphps(start_server, tmp_path):
+    """A directory holding the index redirects (308) with no body, as php_server's redir
+    answers; POST /frankenphp/workers/restart answers FrankenPHP's text."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "index.php").write_text("<?php echo 'index';")
+    (tmp_path / "w.php").write_text(COUNTER)
+    worker = f"\t\tworker {{\n\t\t\tfile {tmp_path}/w.php\n\t\t\tnum 1\n\t\t\tmatch /count\n\t\t}}"
+    srv = start_server("parity-redirect", app=tmp_path, threads=2, site_extra=worker)
+    r = srv.get("/dir?a=1")
+    assert (r.status, r.header("Location"), r.body) == (308, "/dir/?a=1", b""), (r.status, r.headers, r.body)
+    assert srv.admin("POST", "/frankenphp/workers/restart") == (200, "workers restarted successfully\n")
+    assert srv.admin("POST", "/php_worker/workers/restart") == (200, "restarted 1 workers\n")
+
+
+# FrankenPHP's connection_status fixture's question: after frankenphp_finish_request(),
+# what does connection_status() say when the client had already left?
+FINISH_STATUS = """<?php
+ignore_user_abort(true);
+usleep(200000);
+if (isset($_GET['finish'])) {
+    frankenphp_finish_request();
+}
+echo 'hi';
+flush();
+file_put_contents(__DIR__ . '/' . basename($_GET['log']), (string) connection_status());
+"""
+
+
+def test_connection_status_after_finish_request_says_whether_the_client_had_left(start_server, tmp_path):
+    """A request whose client left while it waited: connection_status() is 1
+    (aborted) after frankenphp_finish_request() as without it, as under FrankenPHP;
+    with the client there, finishing the request aborts nothing (0)."""
+    (tmp_path / "status.php").write_text(FINISH_STATUS)
+    (tmp_path / "sleep.php").write_text("<?php usleep(1000000); echo 'slept';")
+    srv = start_server("parity-finish-status", threads=1, app=tmp_path, site_extra="")
+    busy = threading.Thread(target=lambda: srv.get("/sleep.php", timeout=30))
+    busy.start()
+    time.sleep(0.3)
+    for name in ("gone-finish", "gone"):
+        query = "finish=1&" if name == "gone-finish" else ""
+        send_and_close(srv, f"GET /status.php?{query}log={name}.log HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    busy.join()
+    assert srv.get("/status.php?finish=1&log=there.log").text == ""
+    for name, want in (("gone-finish", "1"), ("gone", "1"), ("there", "0")):
+        log = tmp_path / f"{name}.log"
+        assert eventually(lambda: log.exists() and log.read_text(), timeout=10), name
+        assert log.read_text() == want, (name, log.read_text())

@@ -113,6 +113,12 @@ func BuildRequest(b *core.RequestBuffer, r *http.Request, s Script, repl *caddy.
 	b.Pair("REMOTE_ADDR", ip)
 	b.Pair("REMOTE_HOST", ip)
 	b.Pair("REMOTE_PORT", port)
+	// CGI's identity variables, present (empty) as under FrankenPHP: code written for
+	// it reads them without a fallback. REMOTE_USER is the user Caddy authenticated
+	// (basic_auth and the like), never a name the client claims in its Authorization
+	// header (PHP_AUTH_USER has that).
+	b.Pair("AUTH_TYPE", "")
+	b.Pair("REMOTE_IDENT", "")
 	if repl != nil {
 		if user, _ := repl.GetString("http.auth.user.id"); user != "" {
 			b.Pair("REMOTE_USER", user)
@@ -141,7 +147,10 @@ func BuildRequest(b *core.RequestBuffer, r *http.Request, s Script, repl *caddy.
 		b.Pair("HTTPS", "on")
 		addTLSVars(b, r.TLS)
 	} else {
+		// Present and empty over plain HTTP, as under FrankenPHP.
 		b.Pair("HTTPS", "")
+		b.Pair("SSL_PROTOCOL", "")
+		b.Pair("SSL_CIPHER", "")
 	}
 	b.Pair("HTTP_HOST", r.Host)
 	for field, values := range r.Header {

@@ -302,7 +302,7 @@ fn handle_request_outside_a_worker_throws() {
             "not-a-worker.php",
             "<?php try { frankenphp_handle_request(fn () => null); } catch (RuntimeException $e) { echo $e->getMessage(); }",
         );
-        assert_eq!(get_body(engine, CLASSIC, &s), "frankenphp_handle_request() called outside a worker script");
+        assert_eq!(get_body(engine, CLASSIC, &s), "frankenphp_handle_request() called while not in worker mode");
     });
 }
 
