@@ -273,7 +273,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if r.URL.RawQuery != "" {
 			to += "?" + r.URL.RawQuery
 		}
-		http.Redirect(w, r, to, http.StatusPermanentRedirect)
+		// No body, as Caddy's redir and FrankenPHP's php_server answer.
+		w.Header().Set("Location", to)
+		w.WriteHeader(http.StatusPermanentRedirect)
 		return nil
 	case request.TargetStatic:
 		return h.fileServer.ServeHTTP(w, r, next)
