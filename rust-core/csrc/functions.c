@@ -30,7 +30,13 @@ void pw_php_finish_request(zend_execute_data *execute_data, zval *return_value)
 	}
 	php_output_end_all();
 	php_header();
-	RETURN_BOOL(pw_rs_finish_early(ctx));
+	int finished = pw_rs_finish_early(ctx);
+	if (finished == PW_FINISH_CLIENT_GONE) {
+		/* As under FrankenPHP: connection_status() says the client left. The output that
+		 * follows is discarded (not failed), so the script is not ended for it. */
+		PG(connection_status) |= PHP_CONNECTION_ABORTED;
+	}
+	RETURN_BOOL(finished != PW_FINISH_NONE);
 }
 
 /* FrankenPHP's slog levels for frankenphp_log(). */

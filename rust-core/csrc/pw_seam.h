@@ -21,6 +21,15 @@
 // The `type` of a PhpLogLine from frankenphp_log().
 #define PW_LOG_FRANKENPHP -1
 
+// [`pw_rs_finish_early`]: the response was complete already (or there is none).
+#define PW_FINISH_NONE 0
+
+// [`pw_rs_finish_early`]: the response is complete now; its client is there.
+#define PW_FINISH_DONE 1
+
+// [`pw_rs_finish_early`]: the response is complete now, but its client had left.
+#define PW_FINISH_CLIENT_GONE 2
+
 // [`pw_rs_worker_kind`]: not a worker script.
 #define PW_WORKER_NONE 0
 
@@ -362,8 +371,8 @@ void pw_rs_log(void *ctx, const char *message, int syslog_level, const pw_php_lo
 // True when `ctx` answers an HTTP client (not a worker booting or idle).
 bool pw_rs_is_client(void *ctx);
 
-// fastcgi_finish_request(): the response is complete now.
-bool pw_rs_finish_early(void *ctx);
+// fastcgi_finish_request(): the response is complete now. A PW_FINISH_* value.
+int32_t pw_rs_finish_early(void *ctx);
 
 // headers_send() with a 1xx status.
 bool pw_rs_informational(void *ctx, int status);

@@ -315,13 +315,20 @@ impl RequestContext {
     }
 
     /// fastcgi_finish_request(): the response is complete now; the client is released
-    /// and the script goes on with its output discarded. False when already finished.
-    pub fn finish_early(&mut self) -> bool {
+    /// and the script goes on with its output discarded. None when already finished;
+    /// else whether the client had left by then (the script's connection_status() says
+    /// so from then on, as under FrankenPHP).
+    pub fn finish_early(&mut self) -> Option<bool> {
         if self.detached {
-            return false;
+            return None;
+        }
+        if !self.aborted {
+            // A response call with nothing in it answers whether the client is still
+            // there: the completion below is queued, and says nothing back.
+            self.aborted = !self.request.host().respond(self.request.handle, 0, &[], &[], 0, self.run);
         }
         self.complete(false);
-        true
+        Some(self.aborted)
     }
 
     /// The end of the script: sends the rest of the response with DONE, and gives the

@@ -265,11 +265,22 @@ unsafe extern "C" fn pw_rs_is_client(ctx: *mut c_void) -> bool {
     guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.sink() == Sink::Client))
 }
 
-/// fastcgi_finish_request(): the response is complete now.
+/// [`pw_rs_finish_early`]: the response was complete already (or there is none).
+pub const PW_FINISH_NONE: i32 = 0;
+/// [`pw_rs_finish_early`]: the response is complete now; its client is there.
+pub const PW_FINISH_DONE: i32 = 1;
+/// [`pw_rs_finish_early`]: the response is complete now, but its client had left.
+pub const PW_FINISH_CLIENT_GONE: i32 = 2;
+
+/// fastcgi_finish_request(): the response is complete now. A PW_FINISH_* value.
 #[unsafe(no_mangle)]
-unsafe extern "C" fn pw_rs_finish_early(ctx: *mut c_void) -> bool {
+unsafe extern "C" fn pw_rs_finish_early(ctx: *mut c_void) -> i32 {
     // SAFETY: `ctx` is SG(server_context): the live context of this thread's request, or NULL.
-    guard(false, || unsafe { context(ctx) }.is_some_and(|ctx| ctx.finish_early()))
+    guard(PW_FINISH_NONE, || match unsafe { context(ctx) }.and_then(|ctx| ctx.finish_early()) {
+        None => PW_FINISH_NONE,
+        Some(false) => PW_FINISH_DONE,
+        Some(true) => PW_FINISH_CLIENT_GONE,
+    })
 }
 
 /// headers_send() with a 1xx status.
