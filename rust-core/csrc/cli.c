@@ -15,6 +15,7 @@
 #include <zend_extensions.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,35 @@ static const char pw_cli_forced_ini[] =
 	"output_buffering=0\n"
 	"max_execution_time=0\n"
 	"max_input_time=-1\n";
+
+/* The signals a command-line script handles with pcntl (a queue worker: SIGALRM from
+ * pcntl_alarm() for its job timeouts, SIGUSR2 to pause) must reach the script's own
+ * thread: a signal sent to the process goes to any thread that does not block it, and
+ * PHP's handler, run on one of Go's threads, finds no PHP context there (the process
+ * crashed). So `php-cli` blocks them from the start, before Go's runtime makes its
+ * threads (they keep the mask for these signals, which Go does not use), and the
+ * script's thread unblocks them. The server leaves them alone. Signals Go needs on every
+ * thread (SIGTERM, SIGINT, SIGQUIT, SIGHUP) cannot be moved so: a script's pcntl
+ * handlers for those are not supported. */
+static void pw_cli_signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGALRM);
+	sigaddset(set, SIGUSR1);
+	sigaddset(set, SIGUSR2);
+}
+
+/* Runs before main, and so before Go's runtime, with the process's arguments (glibc
+ * passes them to constructors); the process has one thread. */
+__attribute__((constructor)) static void pw_cli_block_signals(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (argc >= 2 && argv && argv[1] && strcmp(argv[1], "php-cli") == 0) {
+		sigset_t set;
+		pw_cli_signal_set(&set);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+	}
+}
 
 static int pw_cli_startup(sapi_module_struct *module)
 {
@@ -174,6 +204,10 @@ static void pw_cli_print_modules(void)
 
 int pw_shim_cli_run(const pw_cli_args *args)
 {
+	sigset_t signals;
+	pw_cli_signal_set(&signals);
+	pthread_sigmask(SIG_UNBLOCK, &signals, NULL); /* this thread takes them (above) */
+
 	volatile int status = 0;
 	size_t forced = sizeof(pw_cli_forced_ini) - 1, extra = args->ini_entries ? strlen(args->ini_entries) : 0;
 	char *volatile ini = malloc(forced + extra + 1); /* live across zend_try's setjmp */

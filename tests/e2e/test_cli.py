@@ -222,3 +222,36 @@ def test_caddy_validate_refuses_a_php_ini_line_php_cannot_read(tmp_path):
     assert "PHP 8" not in err, "no PHP started"
     status, err = validate("memory_limit 256M")
     assert status == 0, err
+
+
+# A queue worker's signal handling, as Laravel's queue:work and Symfony Messenger do it:
+# pcntl handlers for SIGUSR1/SIGUSR2 sent to the process, and a pcntl_alarm() timeout.
+PCNTL = """<?php
+pcntl_async_signals(true);
+$got = ['USR1' => 0, 'USR2' => 0, 'ALRM' => 0];
+pcntl_signal(SIGUSR1, function () use (&$got) { $got['USR1']++; });
+pcntl_signal(SIGUSR2, function () use (&$got) { $got['USR2']++; });
+pcntl_signal(SIGALRM, function () use (&$got) { $got['ALRM']++; });
+for ($i = 0; $i < 200; $i++) {
+    posix_kill(getmypid(), SIGUSR1);
+    posix_kill(getmypid(), SIGUSR2);
+    usleep(2000);
+}
+pcntl_alarm(1);
+$deadline = microtime(true) + 3;
+while (microtime(true) < $deadline && $got['ALRM'] === 0) {
+    usleep(1000);
+}
+echo json_encode($got);
+"""
+
+
+def test_a_scripts_pcntl_handlers_get_the_signals_sent_to_the_process(tmp_path):
+    """Signals sent to the process (posix_kill, pcntl_alarm) reach the script's pcntl
+    handlers on its own thread: none lands on a thread without PHP (which crashed the
+    process), none is lost."""
+    (tmp_path / "pcntl.php").write_text(PCNTL)
+    status, out, err = php_cli(str(tmp_path / "pcntl.php"), timeout=60)
+    assert status == 0, (status, out, err[-2000:])
+    got = json.loads(out)
+    assert got["USR1"] > 0 and got["USR2"] > 0 and got["ALRM"] == 1, got
