@@ -1,9 +1,9 @@
 /*
  * A trail when a PHP thread receives a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
  * SIGABRT): one JSON line on standard error naming the signal, the thread, its request and
- * the PHP code it ran, then the handler that was there before (Go's), so the process dies
- * exactly as it would without this (same exit status, same core dump). C because the
- * handler reads the thread's PHP globals through PHP's macros, with nothing but
+ * the PHP code it ran; then the process dies of that signal, at once (pw_die). On other
+ * threads (Go's) the signal goes to the handler that was there before (Go's). C because
+ * the handler reads the thread's PHP globals through PHP's macros, with nothing but
  * async-signal-safe calls. See shim.h.
  *
  * PHP threads get a signal stack from src/runtime/registry.rs, so a stack overflow (deep
@@ -185,6 +185,25 @@ static void pw_write_trail(int sig)
 	pw_flush(&l);
 }
 
+/* Ends the process by `sig`, from a PHP thread's handler. Go's handler is not the way:
+ * on a thread Go did not create it re-raises the signal, and the kernel drops a signal
+ * sent (not raised by a fault) to a PID namespace's init whose action is the default, so
+ * a container's PID 1 lived on with the thread stuck and its probes answering 200. So:
+ * the default action, the signal unblocked (a handler runs with it blocked) and raised,
+ * which kills any other process as a crash does, core dump included; and if the process
+ * is still alive after that, PID 1, the exit status a shell gives a process killed by
+ * the signal (128 + n). Both calls are async-signal-safe. */
+static void pw_die(int sig)
+{
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	_exit(128 + sig);
+}
+
 static void pw_fatal_signal(int sig, siginfo_t *info, void *ucontext)
 {
 	size_t i = 0;
@@ -194,10 +213,12 @@ static void pw_fatal_signal(int sig, siginfo_t *info, void *ucontext)
 	if (i == PW_FATAL_SIGNALS) {
 		return;
 	}
-	if (pw_thread_has_php && !pw_in_trail) {
-		pw_in_trail = 1;
-		pw_write_trail(sig);
-		pw_in_trail = 0;
+	if (pw_thread_has_php) {
+		if (!pw_in_trail) {
+			pw_in_trail = 1;
+			pw_write_trail(sig);
+		}
+		pw_die(sig);
 	}
 	const struct sigaction *prev = &pw_previous[i];
 	if (prev->sa_flags & SA_SIGINFO) {

@@ -5,16 +5,18 @@ leaves in the log."""
 
 import ctypes
 import http.client
+import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import php_version
+from conftest import CADDY, REPO, eventually, free_port, http_get, make_caddyfile, php_version
 
 HERE = Path(__file__).resolve().parent
 SURVIVAL = HERE / "survival"
@@ -272,8 +274,7 @@ def test_a_fatal_signal_on_a_busy_php_thread_leaves_a_trail(start_server, mode):
     assert line["uri"] == uri
     assert line["script"].endswith("/busy.php" if mode == "classic" else "/worker.php")
     assert line["php_file"].endswith("/busy.php") and isinstance(line["php_line"], int) and line["php_line"] > 0
-    # Then Go's handler, which php_worker chained to, does what it did before: a SIGSEGV on
-    # a thread not running Go code ends the process by that signal.
+    # Then the process dies of that signal, as a crash does.
     assert srv.proc.wait(timeout=30) == -signal.SIGSEGV
     srv.stop()
 
@@ -493,3 +494,88 @@ def test_rss_levels_off_across_php_restarts(start_server):
     # map_ptr growth alone was about 130 KB per restart with 4 threads.
     assert grown_kb < 30 * 100, f"RSS grew {grown_kb} KB over 30 PHP restarts: {rss}"
     assert srv.stop() == 0
+
+
+def pid1_caddyfile(port, admin):
+    return make_caddyfile(port, admin, app=SURVIVAL / "public", threads=4, site_extra=survival_site())
+
+
+@pytest.mark.parametrize("how", ["SIGSEGV", "SIGABRT"])
+def test_a_crash_ends_the_server_as_pid_1_of_a_pid_namespace(tmp_path, how):
+    """The server as a container's PID 1 with no init (unshare --pid --fork): a fatal
+    signal on a busy PHP thread writes its trail, and the process is gone within a second
+    with the status a shell gives that signal (128 + n). Until then no probe answers 200
+    after the crash. The kernel drops a signal a namespace's init sends itself, so a
+    re-raised signal left it alive, its thread stuck and its readiness 200."""
+    port, admin = free_port(), free_port()
+    (tmp_path / "Caddyfile").write_text(pid1_caddyfile(port, admin))
+    log = open(tmp_path / "caddy.log", "wb")
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", str(CADDY), "run", "--config",
+                             str(tmp_path / "Caddyfile"), "--adapter", "caddyfile"], stdout=log, stderr=subprocess.STDOUT,
+                            cwd=str(REPO), env=dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path),
+                                                    XDG_DATA_HOME=str(tmp_path)))
+    try:
+        assert eventually(lambda: http_ok(port, "/page.php"), timeout=30), (tmp_path / "caddy.log").read_text()[-2000:]
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1, children
+        caddy = int(children[0])  # PID 1 inside its namespace
+        assert Path(f"/proc/{caddy}/status").read_text().count("NSpid:\t" + str(caddy) + "\t1") == 1
+        threading.Thread(target=lambda: http_get_quietly(port, "/busy.php?busy=20"), daemon=True).start()
+        deadline, tid = time.time() + 10, None
+        while tid is None and time.time() < deadline:
+            status, body = admin_get(admin, "/php_worker/threads")
+            busy = [t["name"] for t in json.loads(body)["threads"] if t["state"] == "busy"] if status == 200 else []
+            for task in Path(f"/proc/{caddy}/task").iterdir():
+                if busy and (task / "comm").read_text().strip() == busy[0]:
+                    tid = int(task.name)
+            time.sleep(0.05)
+        assert tid, "no busy PHP thread"
+        time.sleep(0.3)
+        libc = ctypes.CDLL(None, use_errno=True)
+        sent = time.monotonic()
+        assert libc.tgkill(caddy, tid, getattr(signal, how)) == 0
+        probes = []
+        while proc.poll() is None and time.monotonic() - sent < 5:
+            try:
+                probes.append(admin_get(admin, "/php_worker/ready", timeout=1)[0])
+            except OSError:
+                pass
+            time.sleep(0.02)
+        gone = time.monotonic() - sent
+        assert proc.poll() is not None, "the server lives on after a crash"
+        assert gone < 1.5, f"{gone:.2f}s"
+        assert proc.returncode == 128 + getattr(signal, how), proc.returncode
+        assert 200 not in probes, probes
+        text = (tmp_path / "caddy.log").read_text()
+        trail = [json.loads(line) for line in text.splitlines()
+                 if '"PHP thread received a fatal signal' in line]
+        assert len(trail) == 1 and trail[0]["signal"] == how and trail[0]["uri"] == "/busy.php?busy=20", text[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def http_ok(port, path):
+    try:
+        return http_get(port, path, timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
+def http_get_quietly(port, path):
+    try:
+        http_get(port, path, timeout=60)
+    except (OSError, http.client.HTTPException):
+        pass
+
+
+def admin_get(admin, path, timeout=10):
+    conn = http.client.HTTPConnection("127.0.0.1", admin, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
