@@ -205,6 +205,8 @@ def test_response_buffer_off_writes_from_the_php_thread(start_server):
     first_at, _, received = read_streamed(srv.port, "/flush.php?ms=1000")
     assert first_at < 0.8 and b"second" in received, f"flush() streamed: first part after {first_at:.2f} s"
 
+    # The client has its bytes before the thread counts the request as served.
+    assert wait_served(srv, 2), "both requests above were counted"
     done = served(srv)
     socks = slow_readers(srv, 1, "/big.php?mb=30")
     try:
