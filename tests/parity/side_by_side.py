@@ -145,10 +145,21 @@ def read_response(f, method):
     return Response(status, headers, body, interim, chunks, framing)
 
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on and that this run has not handed out before. The
+    kernel may give the same free port to two calls in a row (a site and its admin port),
+    and Caddy binds with SO_REUSEPORT, so both listeners would get it and split the
+    connections between them."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # ---- servers -------------------------------------------------------------------------------
