@@ -72,6 +72,12 @@
 // returns false. Submitted to the classic pool.
 #define PHP_WORKER_REQUEST_ONE_SHOT_WORKER 2
 
+// Request flag: tell the host when a PHP thread takes the request, with a response call
+// flagged PHP_WORKER_RESPONSE_TAKEN. Until then the request has not started: a host
+// that hands requests on (php_worker's child processes) may give it to another engine
+// if this one is lost.
+#define PHP_WORKER_REQUEST_REPORT_TAKEN 4
+
 // Response flag: send what was written so far to the client now (PHP's flush()).
 #define PHP_WORKER_RESPONSE_FLUSH 1
 
@@ -95,6 +101,11 @@
 // call for the request; `status`, `headers` and `body` are empty. The host writes the
 // answer (status, body, `Retry-After`, log line): the core never writes a refusal.
 #define PHP_WORKER_RESPONSE_REFUSED 16
+
+// Response flag: a PHP thread took the request (only for requests submitted with
+// PHP_WORKER_REQUEST_REPORT_TAKEN): `thread` and `queued_us` say which and after how
+// long; nothing else is set. Made on the PHP thread before the script starts.
+#define PHP_WORKER_RESPONSE_TAKEN 32
 
 // Refusal: none (a served request).
 #define PHP_WORKER_REFUSED_NONE 0

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use crate::abi::types::{
     Field, PHP_WORKER_REFUSED_BODY, PHP_WORKER_REFUSED_BOOT_FAILING, PHP_WORKER_REFUSED_LOST, PHP_WORKER_REFUSED_STOPPED,
     PHP_WORKER_REFUSED_WITHDRAWN, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_REQUEST_ONE_SHOT_WORKER,
+    PHP_WORKER_REQUEST_REPORT_TAKEN, PHP_WORKER_RESPONSE_TAKEN,
 };
 use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::host::{Host, RunInfo};
 use crate::layout::{self, Strings};
 use crate::php::sys::ShimRequest;
 
@@ -38,6 +39,8 @@ pub struct Request {
     body_complete: bool,
     /// The script is a worker script serving only this request (PHP_WORKER_REQUEST_ONE_SHOT_WORKER).
     one_shot_worker: bool,
+    /// The host wants to know when a thread takes it (PHP_WORKER_REQUEST_REPORT_TAKEN).
+    report_taken: bool,
     content_length: i64,
     handle: usize,
     /// Shared with the host's cancel handle, which must stay valid until the request's
@@ -85,6 +88,7 @@ impl Request {
             body_start,
             body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
             one_shot_worker: flags & PHP_WORKER_REQUEST_ONE_SHOT_WORKER != 0,
+            report_taken: flags & PHP_WORKER_REQUEST_REPORT_TAKEN != 0,
             content_length,
             handle,
             state: Arc::new(RunState(AtomicU8::new(RunState::QUEUED))),
@@ -293,6 +297,14 @@ impl Request {
         started
     }
 
+    /// Tells the host a PHP thread took the request, if it asked
+    /// (PHP_WORKER_REQUEST_REPORT_TAKEN).
+    pub fn report_taken(&self, run: RunInfo) {
+        if self.report_taken && self.reply.is_none() {
+            self.host.respond(self.handle, 0, &[], &[], PHP_WORKER_RESPONSE_TAKEN, run);
+        }
+    }
+
     /// Marks a request the host keeps the answering of (submission failed).
     pub fn disown(&self) {
         self.finished.set(true);
@@ -434,6 +446,26 @@ pub(crate) mod tests {
         let (after, after_handle) = request("GET", &[], 0, b"", true);
         drop(after);
         assert_eq!(calls_for(after_handle).len(), 1, "callbacks are back once the export returns");
+    }
+
+    /// A host that asked (REPORT_TAKEN) hears once that a thread took the request, with
+    /// the thread, before anything else; one that did not ask never does.
+    #[test]
+    fn a_taken_request_is_reported_only_when_asked() {
+        let (host, handle) = recording_host();
+        let (block, spans) = encode(&fields("GET", "/srv/a.php"), &[], b"");
+        let flags = PHP_WORKER_REQUEST_BODY_COMPLETE | PHP_WORKER_REQUEST_REPORT_TAKEN;
+        let r = Request::new(host, &block, &spans, 0, 0, 8, flags, handle).unwrap();
+        r.report_taken(RunInfo { thread: 3, queued_us: 5 });
+        let calls = calls_for(handle);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].flags, PHP_WORKER_RESPONSE_TAKEN, "a taken report, nothing else");
+        r.disown();
+
+        let (quiet, quiet_handle) = request("GET", &[], 0, b"", true);
+        quiet.report_taken(RunInfo { thread: 1, queued_us: 0 });
+        assert!(calls_for(quiet_handle).is_empty());
+        quiet.disown();
     }
 
     #[test]
