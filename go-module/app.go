@@ -22,6 +22,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// maxProcesses bounds the processes option: each child runs a whole PHP.
+const maxProcesses = 64
+
 // App is the php_worker app: the PHP settings of a config and its workers. PHP starts
 // in Start (never in Provision, so `caddy validate` and `caddy adapt` start no PHP) and
 // keeps running across config reloads: a reload restarts the workers (new PHP code is
@@ -39,6 +42,16 @@ type App struct {
 	// the rest; the log says what it chose. Default: num_threads plus what the workers'
 	// own max_threads add (no autoscaling when none is set).
 	MaxThreads ThreadLimit `json:"max_threads,omitempty"`
+
+	// Runs PHP in this many supervised child processes, each with its share of the
+	// threads (num_threads, max_threads and each worker's num are divided among them,
+	// at least one each; a background worker's num is divided without that minimum): a
+	// crash in one (a faulty extension, the OOM killer) costs only the requests it was
+	// running, answered 502, and the process is replaced. The Caddy process stays the
+	// one HTTP server. Changing it restarts PHP, as a php_ini change does. Not yet
+	// across processes: the shared table (one per process), the profiler. See
+	// docs/processes.md. Default: 1, PHP in the Caddy process.
+	Processes int `json:"processes,omitempty"`
 
 	// After this many requests a PHP thread starts a fresh PHP context, classic and
 	// worker threads alike (a worker's script ends first, as with its own max_requests,
@@ -392,6 +405,9 @@ func (a *App) Validate() error {
 		}
 	}
 
+	if a.Processes < 0 || a.Processes > maxProcesses {
+		return fmt.Errorf("processes must be between 1 and %d, got %d", maxProcesses, a.Processes)
+	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
 	}
@@ -517,7 +533,7 @@ func (a *App) makePlan() (*plan, error) {
 		pools[i] = phpruntime.PoolPlan{Pool: w.pool, Spec: w.spec()}
 	}
 	return &plan{
-		Plan: phpruntime.Plan{Settings: a.engineSettings(), Classic: total - workerThreads, Workers: pools,
+		Plan: phpruntime.Plan{Settings: a.engineSettings(), Processes: a.Processes, Classic: total - workerThreads, Workers: pools,
 			Grace: time.Duration(a.ShutdownTimeout), MaxThreads: maxThreads, MaxIdle: time.Duration(a.MaxIdleTime),
 			SharedStore: a.SharedStoreSize, LocalStore: a.LocalStoreSize,
 			TimeoutGrace: time.Duration(a.TimeoutGrace), MaxStuck: a.MaxStuckThreads},

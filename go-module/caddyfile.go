@@ -22,6 +22,7 @@ import (
 //		php_worker {
 //			num_threads <n>
 //			max_threads <n>|auto
+//			processes <n>
 //			max_idle_time <duration>
 //			max_wait_time <duration>
 //			shutdown_timeout <duration>
@@ -123,6 +124,12 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return err
 				}
 				a.MaxRequests = n
+			case "processes":
+				n, err := intArg(d, 1)
+				if err != nil {
+					return err
+				}
+				a.Processes = n
 			case "max_threads":
 				var v string
 				if !d.AllArgs(&v) {

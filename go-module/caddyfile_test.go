@@ -31,6 +31,7 @@ func TestGlobalOption(t *testing.T) {
 		max_wait_time 2s
 		timeout_grace 3s
 		max_stuck_threads 4
+		processes 3
 		php_ini memory_limit 128M
 		php_ini extension redis.so
 		php_ini {
@@ -58,6 +59,7 @@ func TestGlobalOption(t *testing.T) {
 		MaxWaitTime:         caddy.Duration(2 * time.Second),
 		TimeoutGrace:        caddy.Duration(3 * time.Second),
 		MaxStuckThreads:     4,
+		Processes:           3,
 		PHPIni: PHPIni{"memory_limit": {"256M"}, "display_errors": {"0"}, "error_reporting": {"E_ALL & ~E_DEPRECATED"},
 			"extension": {"redis.so", "apcu.so"}, "zend_extension": {"xdebug.so"}},
 	}
@@ -87,6 +89,8 @@ func TestGlobalOptionErrors(t *testing.T) {
 		"php_worker {\ntimeout_grace 0s\n}":          "timeout_grace must be a positive duration",
 		"php_worker {\ntimeout_grace\n}":             "argument",
 		"php_worker {\nmax_stuck_threads 0\n}":       "max_stuck_threads must be a positive integer",
+		"php_worker {\nprocesses 0\n}":               "processes must be a positive integer",
+		"php_worker {\nprocesses\n}":                 "argument",
 		"php_worker extra":                           "argument",
 	} {
 		var app App
@@ -400,6 +404,15 @@ func TestTimeoutGraceOff(t *testing.T) {
 	app.setup(caddy.Context{})
 	if app.TimeoutGrace >= 0 || app.MaxStuckThreads != defaultMaxStuckThreads {
 		t.Errorf("defaults must keep off: got %v, %d", app.TimeoutGrace, app.MaxStuckThreads)
+	}
+}
+
+func TestProcessesValidation(t *testing.T) {
+	for n, ok := range map[int]bool{0: true, 1: true, 2: true, maxProcesses: true, maxProcesses + 1: false, -1: false} {
+		app := App{Processes: n}
+		if err := app.Validate(); (err == nil) != ok {
+			t.Errorf("processes %d: error %v", n, err)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/php-worker/php_worker/go-module/internal/cluster"
 	"github.com/php-worker/php_worker/go-module/internal/core"
 	"github.com/spf13/cobra"
 )
@@ -37,6 +38,22 @@ server and are not loaded.`,
 			cmd.DisableFlagParsing = true
 			cmd.RunE = func(_ *cobra.Command, args []string) error {
 				os.Exit(runCLI(args, os.Stdout, os.Stderr))
+				return nil
+			}
+		},
+	})
+}
+
+// The command a child process of `processes N` runs (internal/cluster): not for users.
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  cluster.ChildCommand,
+		Short: "Runs PHP for a php_worker server with processes above 1 (started by the server itself)",
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Hidden = true
+			cmd.DisableFlagParsing = true
+			cmd.RunE = func(*cobra.Command, []string) error {
+				os.Exit(cluster.RunChild())
 				return nil
 			}
 		},

@@ -30,6 +30,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/php-worker/php_worker/go-module/internal/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -502,7 +503,8 @@ func adminStatus(h caddy.AdminHandler, method, path string) int {
 // TestDocsThreadListFields checks the table of the thread list's JSON in
 // docs/reloads-and-admin-api.md against the engine's snapshot: rust-core writes every
 // field of it in tests/golden/stats.json (its own test keeps that file true), so each
-// field path there (`pools[].duration.sum`) has a row, and each row is such a path.
+// field path there (`pools[].duration.sum`) has a row, and each row is such a path; so
+// have the fields a cluster of processes adds (cluster.SnapshotFields).
 func TestDocsThreadListFields(t *testing.T) {
 	b, err := os.ReadFile("../rust-core/tests/golden/stats.json")
 	if err != nil {
@@ -532,6 +534,7 @@ func TestDocsThreadListFields(t *testing.T) {
 		}
 	}
 	walk("", snapshot)
+	fields = append(fields, cluster.SnapshotFields...) // with processes above 1
 	sort.Strings(fields)
 	fields = slices.Compact(fields)
 	documented := markedTables(t, "reloads-and-admin-api.md", "threads-json")[""]

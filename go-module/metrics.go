@@ -26,6 +26,7 @@ type collector struct {
 	opcacheMemory, opcacheHits, opcacheMisses, opcacheScripts     *prometheus.Desc
 	stuckThreads, expiredRequests                                 *prometheus.Desc
 	scheduleRuns, scheduleSeconds                                 *prometheus.Desc
+	processes, processCrashes                                     *prometheus.Desc
 
 	rt *phpruntime.Runtime // whose engine each scrape reads
 }
@@ -72,6 +73,11 @@ func newCollector(rt *phpruntime.Runtime) *collector {
 			"Runs of scheduled jobs, by result: ok (exit status 0), failed, or skipped (the previous run had not ended).",
 			"job", "result"),
 		scheduleSeconds: d("schedule_run_seconds", "Time the runs of a scheduled job took.", "job"),
+		processes: d("processes",
+			"PHP's child processes (the processes option above 1), by state: running, or restarting (died; its replacement is due).",
+			"state"),
+		processCrashes: d("process_crashes_total",
+			"PHP child processes that died unasked (a fatal signal, a kill from outside, an exit); each was replaced."),
 		opcacheHoldsTimedOut: d("opcache_holds_timed_out_total",
 			"Times requests stopped waiting for an OPcache restart because a PHP thread stayed in a request; they ran uncached until it restarted."),
 	}
@@ -85,7 +91,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
 		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests,
 		c.opcacheMemory, c.opcacheHits, c.opcacheMisses, c.opcacheScripts,
-		c.scheduleRuns, c.scheduleSeconds} {
+		c.scheduleRuns, c.scheduleSeconds, c.processes, c.processCrashes} {
 		ch <- d
 	}
 }
@@ -152,6 +158,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.opcacheHits, u.Hits)
 		counter(c.opcacheMisses, u.Misses)
 		gauge(c.opcacheScripts, float64(u.CachedScripts))
+	}
+	if len(s.Processes) > 0 {
+		states := map[string]int{"running": 0, "restarting": 0}
+		for _, p := range s.Processes {
+			states[p.State]++
+		}
+		for state, n := range states {
+			gauge(c.processes, float64(n), state)
+		}
+		counter(c.processCrashes, s.ProcessCrashes)
 	}
 	gauge(c.stuckThreads, float64(s.StuckThreads))
 	counter(c.expiredRequests, s.ExpiredRequests)

@@ -61,12 +61,31 @@ func (h *Header) Value() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(h.value)), int(h.value_len))
 }
 
+// NewHeader is a header over Go bytes, for responses that come from a child process
+// (internal/cluster) rather than from the core: it is never passed to C.
+func NewHeader(name, value []byte) Header {
+	var h Header
+	if len(name) > 0 {
+		h.name, h.name_len = (*C.uint8_t)(unsafe.Pointer(&name[0])), C.size_t(len(name))
+	}
+	if len(value) > 0 {
+		h.value, h.value_len = (*C.uint8_t)(unsafe.Pointer(&value[0])), C.size_t(len(value))
+	}
+	return h
+}
+
 // host is set once, before the first engine starts.
 var host Host
 
 // SetHost names the Host of every engine's callbacks; call it before NewEngine.
 func SetHost(h Host) {
 	host = h
+}
+
+// CurrentHost is the Host SetHost named: internal/cluster hands it the responses of
+// child processes, as the core's callbacks do for this process's engine.
+func CurrentHost() Host {
+	return host
 }
 
 //export goPhpWorkerRespond
@@ -125,14 +144,14 @@ func goPhpWorkerLog(handle C.size_t, level C.int32_t, msg *C.uint8_t, n C.size_t
 	}
 	var zf []zap.Field
 	if fieldsLen > 0 {
-		zf = logFields(unsafe.Slice((*byte)(unsafe.Pointer(fields)), int(fieldsLen)))
+		zf = LogFields(unsafe.Slice((*byte)(unsafe.Pointer(fields)), int(fieldsLen)))
 	}
 	log.Log(lvl, C.GoStringN((*C.char)(unsafe.Pointer(msg)), C.int(n)), zf...)
 }
 
-// logFields turns the core's JSON object of log fields into zap fields, in order:
+// LogFields turns the core's JSON object of log fields into zap fields, in order:
 // integers stay integers, so the fields keep their types in the log.
-func logFields(raw []byte) []zap.Field {
+func LogFields(raw []byte) []zap.Field {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

@@ -11,7 +11,7 @@ import (
 )
 
 func TestLogFieldsKeepOrderAndTypes(t *testing.T) {
-	fields := logFields([]byte(`{"worker":"app","line":3,"boot_ms":1.5,"ok":true,"none":null,"list":[1]}`))
+	fields := LogFields([]byte(`{"worker":"app","line":3,"boot_ms":1.5,"ok":true,"none":null,"list":[1]}`))
 	enc := zapcore.NewMapObjectEncoder()
 	var keys []string
 	for _, f := range fields {
@@ -24,7 +24,7 @@ func TestLogFieldsKeepOrderAndTypes(t *testing.T) {
 	if enc.Fields["worker"] != "app" || enc.Fields["line"] != int64(3) || enc.Fields["boot_ms"] != 1.5 || enc.Fields["ok"] != true {
 		t.Errorf("fields %v", enc.Fields)
 	}
-	if bad := logFields([]byte(`not json`)); len(bad) != 1 || bad[0].Key != "fields" {
+	if bad := LogFields([]byte(`not json`)); len(bad) != 1 || bad[0].Key != "fields" {
 		t.Errorf("unreadable fields are kept raw: %v", bad)
 	}
 }

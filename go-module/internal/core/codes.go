@@ -30,6 +30,10 @@ const RequestBodyComplete uint32 = C.PHP_WORKER_REQUEST_BODY_COMPLETE
 // in a request of its own, on the classic pool.
 const RequestOneShotWorker uint32 = C.PHP_WORKER_REQUEST_ONE_SHOT_WORKER
 
+// RequestReportTaken is the submission flag that asks for a ResponseTaken call when a
+// PHP thread takes the request (a child process tells the Caddy process).
+const RequestReportTaken uint32 = C.PHP_WORKER_REQUEST_REPORT_TAKEN
+
 // The flags of a response call (Response.Flags).
 const (
 	ResponseFlush         uint32 = C.PHP_WORKER_RESPONSE_FLUSH
@@ -37,6 +41,7 @@ const (
 	ResponseInformational uint32 = C.PHP_WORKER_RESPONSE_INFORMATIONAL
 	ResponseExpired       uint32 = C.PHP_WORKER_RESPONSE_EXPIRED
 	ResponseRefused       uint32 = C.PHP_WORKER_RESPONSE_REFUSED
+	ResponseTaken         uint32 = C.PHP_WORKER_RESPONSE_TAKEN
 )
 
 // Why the core handed a request back unserved (Response.Refusal).
@@ -44,6 +49,15 @@ const (
 	RefusedStopped     uint32 = C.PHP_WORKER_REFUSED_STOPPED
 	RefusedBootFailing uint32 = C.PHP_WORKER_REFUSED_BOOT_FAILING
 	RefusedBody        uint32 = C.PHP_WORKER_REFUSED_BODY
+)
+
+// Refusals only the host makes, for requests given to a child process
+// (internal/cluster); above the core's codes.
+const (
+	// The child process running (or holding) the request ended without answering it.
+	RefusedProcessDied uint32 = 100 + iota
+	// The child's pool queue was full (the core's ErrQueueFull, reported late).
+	RefusedQueueFull
 )
 
 // The fixed fields that start every request (php_worker_field), in this order.

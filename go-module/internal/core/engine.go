@@ -308,6 +308,12 @@ func ConfigureStores(sharedBytes, localBytes int64) {
 	C.php_worker_stores_configure(C.uint64_t(sharedBytes), C.uint64_t(localBytes))
 }
 
+// ConfigureStores sets the stores' capacities (they belong to the process; the method
+// lets the runtime drive an Engine and a cluster alike).
+func (e *Engine) ConfigureStores(sharedBytes, localBytes int64) {
+	ConfigureStores(sharedBytes, localBytes)
+}
+
 // Autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
 // added), extra threads ending after maxIdle without a request.
 func (e *Engine) Autoscale(maxThreads int, maxIdle time.Duration) error {
@@ -394,7 +400,7 @@ func (e *Engine) ProfileStop() ([]byte, error) {
 
 // Submit queues a request, to be answered through the Host's callbacks for handle;
 // see php_worker_request_submit in php_worker.h.
-func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uintptr) (*Request, Code) {
+func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uintptr) (Submitted, Code) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
@@ -407,7 +413,10 @@ func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uint
 		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.Spans))), C.size_t(len(b.Spans)),
 		C.uint32_t(b.EnvPairs), C.size_t(b.BodyLen), C.int64_t(b.ContentLength), C.uint32_t(flags),
 		C.size_t(handle), &out)
-	return (*Request)(out), Code(rc)
+	if rc != C.PHP_WORKER_OK {
+		return nil, Code(rc)
+	}
+	return (*Request)(out), OK
 }
 
 // PoolWaiting is how many threads of pool wait for a request now (0 when PHP is not
@@ -419,6 +428,14 @@ func (e *Engine) PoolWaiting(pool uint32) int {
 		return 0
 	}
 	return int(C.php_worker_pool_waiting(e.ptr, C.uint32_t(pool)))
+}
+
+// Submitted is a request an engine took: this process's core (Request), or a child
+// process's (internal/cluster).
+type Submitted interface {
+	// Cancel withdraws the request; true when it will not run. Valid only before the
+	// request's last response call (PHP_WORKER_RESPONSE_DONE).
+	Cancel() bool
 }
 
 // Request is a submitted request, as the core knows it until its last response call.

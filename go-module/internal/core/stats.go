@@ -39,6 +39,12 @@ type Stats struct {
 	ExpiredRequests uint64 `json:"expired_requests"`
 	// PHP's post_max_size in bytes (0: no limit).
 	PostMaxSize int64 `json:"post_max_size"`
+	// With processes above 1 (internal/cluster): each child process, and how many
+	// died unasked since the start.
+	Processes []struct {
+		State string `json:"state"`
+	} `json:"processes,omitempty"`
+	ProcessCrashes uint64 `json:"process_crashes,omitempty"`
 }
 
 // OpcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).
@@ -110,6 +116,11 @@ func (e *Engine) Stats() (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
+	return DecodeStats(raw)
+}
+
+// DecodeStats decodes a snapshot in the JSON of php_worker_engine_stats.
+func DecodeStats(raw []byte) (*Stats, error) {
 	var s Stats
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, err

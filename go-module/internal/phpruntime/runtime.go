@@ -20,7 +20,38 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/php-worker/php_worker/go-module/internal/cluster"
 	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// Engine is PHP as the runtime drives it: an engine in this process (core.Engine), or
+// engines in supervised child processes (cluster.Cluster, for processes above 1).
+type Engine interface {
+	Stopping() bool
+	MarkStopping()
+	PostMaxSize() int64
+	Shutdown(grace time.Duration)
+	NewPool(id uint32, spec []byte) error
+	ResizeClassic(threads int) error
+	Autoscale(maxThreads int, maxIdle time.Duration) error
+	SetDeadlines(grace time.Duration, maxStuck int) error
+	ConfigureStores(shared, local int64)
+	RestartPool(id uint32, spec []byte, activate bool) (uint32, error)
+	ActivatePool(id, generation uint32) error
+	DiscardPool(id, generation uint32) error
+	DeletePool(id uint32) error
+	StatsJSON() ([]byte, error)
+	Stats() (*core.Stats, error)
+	ProfileStart(hz int, cpu bool) error
+	ProfileStop() ([]byte, error)
+	Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code)
+	PoolWaiting(pool uint32) int
+	RunJob(spec []byte) (core.JobOutcome, error)
+}
+
+var (
+	_ Engine = (*core.Engine)(nil)
+	_ Engine = (*cluster.Cluster)(nil)
 )
 
 // Runtime is the PHP of this process as configs change it: one engine, the config that
@@ -45,9 +76,10 @@ import (
 //   - The classic pool is resized in place at commit.
 type Runtime struct {
 	mu       sync.Mutex // serialises everything below but engine, changed and logger
-	engine   atomic.Pointer[core.Engine]
+	engine   atomic.Pointer[engineRef]
 	changed  atomic.Pointer[chan struct{}] // closed whenever the engine or its pools change
 	settings Settings                      // of the running engine
+	procs    int                           // the running engine's processes (1: this one)
 	current  *Plan
 	pending  *Plan
 	pools    map[uint32]*poolState // the worker pools of the running engine
@@ -89,9 +121,12 @@ type poolState struct {
 // Plan is what a config asks of PHP, computed in its Start.
 type Plan struct {
 	Settings Settings // a change needs a new engine
-	Classic  int
-	Workers  []PoolPlan
-	Grace    time.Duration
+	// Processes runs PHP in this many supervised child processes (1: in this one); a
+	// change needs a new engine.
+	Processes int
+	Classic   int
+	Workers   []PoolPlan
+	Grace     time.Duration
 	// Autoscaling: the most PHP threads (0: none added) and how long an extra thread
 	// may stay idle.
 	MaxThreads int
@@ -124,9 +159,25 @@ func (rt *Runtime) Logger() *zap.Logger {
 	return zap.NewNop()
 }
 
+// engineRef holds the running Engine for the atomic pointer.
+type engineRef struct{ Engine }
+
 // Engine is the running engine, or nil.
-func (rt *Runtime) Engine() *core.Engine {
-	return rt.engine.Load()
+func (rt *Runtime) Engine() Engine {
+	return rt.engine.Load().get()
+}
+
+func (r *engineRef) get() Engine {
+	if r == nil {
+		return nil
+	}
+	return r.Engine
+}
+
+// sameEngine tells whether an engine started for the running one's plan would run
+// as p asks.
+func (rt *Runtime) sameEngine(p *Plan) bool {
+	return p.Settings.Equal(rt.settings) && max(1, p.Processes) == rt.procs
 }
 
 // MaxStuck is the running config's max_stuck_threads (0 when the deadline is off).
@@ -154,7 +205,7 @@ func (rt *Runtime) Start(p *Plan) error {
 	if rt.pending != nil {
 		rt.abandonPending() // cannot happen with Caddy's one load at a time; be safe
 	}
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	if e == nil {
 		// Nothing runs: this config owns PHP from now on.
 		if err := rt.boot(p); err != nil {
@@ -164,7 +215,7 @@ func (rt *Runtime) Start(p *Plan) error {
 		rt.current = p
 		return nil
 	}
-	if !p.Settings.Equal(rt.settings) {
+	if !rt.sameEngine(p) {
 		// PHP restarts with the new php_ini when this config is committed; until then
 		// the running PHP serves both configs.
 		rt.pending = p
@@ -218,16 +269,16 @@ func (rt *Runtime) Stop(p *Plan) {
 
 // commit makes the pending config the current one.
 func (rt *Runtime) commit() {
-	p, e := rt.pending, rt.engine.Load()
+	p, e := rt.pending, rt.engine.Load().get()
 	rt.current, rt.pending = p, nil
-	if !p.Settings.Equal(rt.settings) {
-		rt.Logger().Info("php_ini changed: restarting PHP; requests wait for it",
-			zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)))
+	if !rt.sameEngine(p) {
+		rt.Logger().Info("php_ini or processes changed: restarting PHP; requests wait for it",
+			zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)), zap.Int("processes", max(1, p.Processes)))
 		rt.shutdownEngine(p.Grace)
 		if err := rt.boot(p); err != nil {
 			rt.Logger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
 			fallback := *p
-			fallback.Settings = rt.settings
+			fallback.Settings, fallback.Processes = rt.settings, rt.procs
 			if err := rt.boot(&fallback); err != nil {
 				rt.Logger().Error("PHP does not start", zap.Error(err))
 			}
@@ -245,7 +296,7 @@ func (rt *Runtime) commit() {
 		}
 	}
 	rt.commitSpecs(p)
-	core.ConfigureStores(p.SharedStore, p.LocalStore)
+	e.ConfigureStores(p.SharedStore, p.LocalStore)
 	if err := e.Autoscale(p.MaxThreads, p.MaxIdle); err != nil {
 		rt.Logger().Error("setting autoscaling", zap.Error(err))
 	}
@@ -278,7 +329,7 @@ func (rt *Runtime) abandonPending() {
 
 // abandonStaged discards the generations a plan staged.
 func (rt *Runtime) abandonStaged(p *Plan) {
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	for _, w := range p.Workers {
 		if st := rt.pools[w.Pool.id]; st != nil && st.staged != 0 {
 			if err := e.DiscardPool(w.Pool.id, st.staged); err != nil {
@@ -296,7 +347,14 @@ func (rt *Runtime) boot(p *Plan) error {
 	if err != nil {
 		return err
 	}
-	e, err := core.NewEngine(settings)
+	var e Engine
+	procs := max(1, p.Processes)
+	if procs > 1 {
+		e, err = cluster.New(cluster.Options{Processes: procs, Settings: settings, Shared: p.SharedStore,
+			Local: p.LocalStore, Logger: rt.Logger})
+	} else {
+		e, err = core.NewEngine(settings)
+	}
 	if err != nil {
 		return err
 	}
@@ -313,7 +371,7 @@ func (rt *Runtime) boot(p *Plan) error {
 		pools[id] = st
 		return nil
 	}
-	core.ConfigureStores(p.SharedStore, p.LocalStore)
+	e.ConfigureStores(p.SharedStore, p.LocalStore)
 	err = e.Autoscale(p.MaxThreads, p.MaxIdle)
 	if err == nil {
 		err = e.SetDeadlines(p.TimeoutGrace, p.MaxStuck)
@@ -335,20 +393,20 @@ func (rt *Runtime) boot(p *Plan) error {
 		e.Shutdown(0)
 		return err
 	}
-	rt.pools, rt.settings = pools, p.Settings
+	rt.pools, rt.settings, rt.procs = pools, p.Settings, procs
 	rt.setMaxStuck(p)
-	rt.engine.Store(e)
-	core.ReserveCallbackP(true)
+	rt.engine.Store(&engineRef{e})
+	core.ReserveCallbackP(procs == 1) // child processes take the callbacks in a cluster
 	rt.Logger().Info("PHP engine started", zap.String("version", rt.version), zap.String("core", rt.coreID),
 		zap.String("php_version", core.PHPVersion()), zap.String("php_build", core.PHPBuild()),
 		zap.Any("settings", p.Settings), zap.Int("classic_threads", p.Classic), zap.Int("workers", len(pools)),
-		zap.Int("max_threads", p.MaxThreads))
+		zap.Int("max_threads", p.MaxThreads), zap.Int("processes", procs))
 	return nil
 }
 
 // PostMaxSize is the running PHP's post_max_size in bytes (0: none, or no PHP).
 func (rt *Runtime) PostMaxSize() int64 {
-	if e := rt.engine.Load(); e != nil {
+	if e := rt.engine.Load().get(); e != nil {
 		return e.PostMaxSize()
 	}
 	return 0
@@ -367,7 +425,7 @@ func (rt *Runtime) setMaxStuck(p *Plan) {
 // shutdownEngine stops the running engine: requests arriving meanwhile wait for the
 // next one; queued and running ones finish (up to grace).
 func (rt *Runtime) shutdownEngine(grace time.Duration) {
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	if e == nil {
 		return
 	}
@@ -391,7 +449,7 @@ func (rt *Runtime) removePool(p *Pool) {
 		return
 	}
 	delete(rt.pools, p.id)
-	if e := rt.engine.Load(); e != nil {
+	if e := rt.engine.Load().get(); e != nil {
 		if err := e.DeletePool(p.id); err != nil {
 			rt.Logger().Error("deleting a worker pool", zap.String("worker", p.key), zap.Error(err))
 		}
@@ -406,7 +464,7 @@ func (rt *Runtime) removePool(p *Pool) {
 func (rt *Runtime) RestartWatched(p *Pool, files []string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	st, e := rt.pools[p.id], rt.engine.Load()
+	st, e := rt.pools[p.id], rt.engine.Load().get()
 	if st == nil || e == nil || st.staged != 0 {
 		return
 	}
@@ -424,7 +482,7 @@ func (rt *Runtime) RestartWatched(p *Pool, files []string) {
 func (rt *Runtime) RestartWorkers() (map[uint32]uint32, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	if e == nil {
 		return nil, errors.New("PHP is not running")
 	}
@@ -480,7 +538,7 @@ func (rt *Runtime) WaitForGenerations(generations map[uint32]uint32, deadline ti
 
 // Stats is the running engine's snapshot, or nil when PHP is not running.
 func (rt *Runtime) Stats() (*core.Stats, error) {
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	if e == nil {
 		return nil, nil
 	}
@@ -494,7 +552,7 @@ func (rt *Runtime) Stats() (*core.Stats, error) {
 // deleted for good. It returns when the core took the request, the start of its wait
 // for a PHP thread (the core counts that wait from there).
 func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b *core.RequestBuffer,
-	flags uint32, handle uintptr) (*core.Request, core.Code, time.Time) {
+	flags uint32, handle uintptr) (core.Submitted, core.Code, time.Time) {
 	id := core.ClassicPool
 	if pool != nil {
 		id = pool.id
@@ -502,7 +560,7 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 	var timeout <-chan time.Time
 	for {
 		changes := rt.changes()
-		if e := rt.engine.Load(); e != nil && !e.Stopping() {
+		if e := rt.engine.Load().get(); e != nil && !e.Stopping() {
 			at := time.Now()
 			req, rc := e.Submit(id, b, flags, handle)
 			if rc != core.ErrStopped && rc != core.ErrUnknownPool {
@@ -530,7 +588,7 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 // PoolWaiting is how many threads of a pool (nil: the classic pool) wait for a request
 // now.
 func (rt *Runtime) PoolWaiting(pool *Pool) int {
-	e := rt.engine.Load()
+	e := rt.engine.Load().get()
 	if e == nil {
 		return 0
 	}

@@ -45,7 +45,7 @@ type phpRequest struct {
 	expired   bool    // the core gave up on the request (its deadline passed); DONE follows
 	truncated bool    // part of the response could not be buffered: it cannot be sent whole
 	refusal   refusal // the core did not serve the request: the handler answers why
-	core      *core.Request
+	core      core.Submitted
 	sent      bool         // the headers left for the client
 	bodyErr   error        // why the body could not be read; later reads fail at once
 	body      *requestBody // the body read before PHP ran; nil when it streams from r.Body

@@ -295,6 +295,12 @@ func (site *Site) refused(w http.ResponseWriter, pr *phpRequest, route Route) er
 		return site.unavailable(w, pool+" stopped", time.Second)
 	case core.RefusedBootFailing:
 		return site.unavailable(w, pool+" fails to start; the server log says why", why.retryAfter)
+	case core.RefusedProcessDied:
+		// The PHP process running it died (processes above 1): the cluster logged how.
+		site.Logger.Error("the PHP process running this request died; answering 502", zap.String("uri", pr.uri))
+		return caddyhttp.Error(http.StatusBadGateway, errors.New("php_worker: the PHP process running the request died"))
+	case core.RefusedQueueFull:
+		return site.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)
 	case core.RefusedBody:
 		if bodyErr == nil {
 			bodyErr = io.ErrUnexpectedEOF

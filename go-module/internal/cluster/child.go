@@ -1,0 +1,391 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// The child's side: a process the Caddy process exec'd (the same binary, its
+// php-worker-child command) with the wire on descriptor 3. It runs one engine, as the
+// Caddy process does in a single process, and is its core.Host: responses, body reads
+// and log lines go back over the wire. It ends when the wire does.
+
+// childFD is the descriptor of the wire in a child.
+const childFD = 3
+
+// RunChild serves the engine of a child process until the Caddy process closes the
+// wire or goes away; it returns the process's exit status.
+func RunChild() int {
+	// Non-blocking, so the wire's reads and writes wait in Go's poller, not on threads.
+	if err := syscall.SetNonblock(childFD, true); err != nil {
+		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
+		return 2
+	}
+	f := os.NewFile(childFD, "php_worker wire")
+	if f == nil {
+		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
+		return 2
+	}
+	taken, err := mapTaken(takenFD)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "php-worker-child:", err)
+		return 2
+	}
+	c := &child{link: newLink(f), taken: taken, requests: map[uint64]*childRequest{}}
+	core.SetHost(c)
+	err = c.serve(newReader(f))
+	if e := c.engine.Load(); e != nil && !errors.Is(err, io.EOF) {
+		fmt.Fprintln(os.Stderr, "php-worker-child: the wire failed:", err)
+	}
+	// The Caddy process is gone or done with this child: nobody is left to answer, so
+	// nothing waits for running scripts.
+	return 0
+}
+
+type child struct {
+	link   *link
+	taken  *takenTable // where its PHP threads mark the requests they take
+	engine atomic.Pointer[core.Engine]
+	debug  atomic.Bool // the Caddy process logs debug lines
+
+	mu       sync.Mutex
+	requests map[uint64]*childRequest
+}
+
+// childRequest is a request the child's engine holds, by its handle (the Caddy
+// process's).
+type childRequest struct {
+	mu   sync.Mutex
+	slot uint32 // in the taken table
+	req  core.Submitted
+	done bool // its last response call was made: req is freed
+	gone atomic.Bool
+	body chan []byte // a body read's answer; nil bytes: unreadable
+}
+
+func (c *child) serve(r *reader) error {
+	var b core.RequestBuffer
+	for {
+		kind, id, p, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case kindSubmit:
+			c.submit(id, p, &b)
+		case kindCancel:
+			withdrawn := byte(0)
+			if cr := c.lookup(id); cr != nil {
+				cr.mu.Lock()
+				if !cr.done && cr.req != nil && cr.req.Cancel() {
+					withdrawn = 1
+				}
+				cr.mu.Unlock()
+			}
+			c.link.post(kindCancelled, id, []byte{withdrawn})
+		case kindBody:
+			if cr := c.lookup(id); cr != nil && len(p) >= 8 {
+				var chunk []byte
+				if int64(binary.LittleEndian.Uint64(p)) >= 0 {
+					chunk = append(make([]byte, 0, len(p)-8+1), p[8:]...)
+				}
+				cr.body <- chunk
+			}
+		case kindClientGone:
+			if cr := c.lookup(id); cr != nil {
+				cr.gone.Store(true)
+			}
+		case kindCall:
+			call := append([]byte(nil), p...)
+			go c.call(id, call)
+		default:
+			return fmt.Errorf("unknown frame kind %d", kind)
+		}
+	}
+}
+
+func (c *child) lookup(handle uint64) *childRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests[handle]
+}
+
+func (c *child) forget(handle uint64) {
+	c.mu.Lock()
+	delete(c.requests, handle)
+	c.mu.Unlock()
+}
+
+// submit hands a request to the engine. Its state exists before the core has it: a
+// PHP thread may answer it before Submit returns.
+func (c *child) submit(handle uint64, p []byte, b *core.RequestBuffer) {
+	e := c.engine.Load()
+	pool, flags, err := unpackSubmit(p, b)
+	rc := core.ErrInvalid
+	if e == nil {
+		rc = core.ErrStopped
+	}
+	if err == nil && e != nil {
+		cr := &childRequest{body: make(chan []byte, 1), slot: submitSlot(p)}
+		c.mu.Lock()
+		c.requests[handle] = cr
+		c.mu.Unlock()
+		cr.mu.Lock()
+		cr.req, rc = e.Submit(pool, b, flags|core.RequestReportTaken, uintptr(handle))
+		cr.mu.Unlock()
+		if rc == core.OK {
+			return
+		}
+		c.forget(handle)
+	}
+	var code [4]byte
+	binary.LittleEndian.PutUint32(code[:], uint32(rc))
+	c.link.post(kindSubmitFailed, handle, code[:])
+}
+
+// Respond sends response data to the Caddy process, which never waits on the client
+// for it; false once the Caddy process said the client is gone.
+func (c *child) Respond(handle uintptr, resp core.Response, queued bool) bool {
+	cr := c.lookup(uint64(handle))
+	if resp.Flags&core.ResponseTaken != 0 {
+		// Before the script starts: were this process to die after, the request must
+		// not run again elsewhere.
+		if cr != nil {
+			c.taken.mark(cr.slot, uint64(handle))
+		}
+		return true
+	}
+	if resp.Flags&core.ResponseDone != 0 && cr != nil {
+		cr.mu.Lock()
+		cr.done = true
+		cr.mu.Unlock()
+		c.forget(uint64(handle))
+	}
+	if !c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &resp) }) {
+		return false
+	}
+	return cr == nil || !cr.gone.Load()
+}
+
+// ReadBody asks the Caddy process for body bytes and waits for them.
+func (c *child) ReadBody(handle uintptr, buf []byte) int {
+	cr := c.lookup(uint64(handle))
+	if cr == nil {
+		return -1
+	}
+	var want [4]byte
+	binary.LittleEndian.PutUint32(want[:], uint32(min(len(buf), maxFrame)))
+	if !c.link.send(kindReadBody, uint64(handle), want[:]) {
+		return -1
+	}
+	chunk := <-cr.body
+	if chunk == nil {
+		return -1
+	}
+	return copy(buf, chunk)
+}
+
+// Logger forwards the engine's log lines to the Caddy process's log.
+func (c *child) Logger(handle uintptr) *zap.Logger {
+	return zap.New(&forwardCore{c: c, handle: uint64(handle)})
+}
+
+var _ core.Host = (*child)(nil)
+
+// forwardCore is a zap core that sends each line over the wire: level, message and
+// the fields as a JSON object, which the Caddy process logs as the core's own lines.
+type forwardCore struct {
+	c      *child
+	handle uint64
+	fields []zapcore.Field
+}
+
+func (f *forwardCore) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.InfoLevel || f.c.debug.Load()
+}
+
+func (f *forwardCore) With(fields []zapcore.Field) zapcore.Core {
+	return &forwardCore{c: f.c, handle: f.handle, fields: append(append([]zapcore.Field(nil), f.fields...), fields...)}
+}
+
+func (f *forwardCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if f.Enabled(e.Level) {
+		return ce.AddCore(e, f)
+	}
+	return ce
+}
+
+func (f *forwardCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, fl := range append(f.fields, fields...) {
+		fl.AddTo(enc)
+	}
+	raw, err := json.Marshal(enc.Fields)
+	if err != nil {
+		raw = nil
+	}
+	f.c.link.send(kindLog, f.handle, packLog(int8(e.Level), e.Message, raw))
+	return nil
+}
+
+func (f *forwardCore) Sync() error { return nil }
+
+// packLog is a log line's payload: level, message length, message, fields.
+func packLog(level int8, msg string, fields []byte) []byte {
+	out := make([]byte, 5, 5+len(msg)+len(fields))
+	out[0] = byte(level)
+	binary.LittleEndian.PutUint32(out[1:], uint32(len(msg)))
+	out = append(out, msg...)
+	return append(out, fields...)
+}
+
+func unpackLog(p []byte) (zapcore.Level, string, []byte, error) {
+	if len(p) < 5 {
+		return 0, "", nil, errShort
+	}
+	n := int(binary.LittleEndian.Uint32(p[1:]))
+	if len(p) < 5+n {
+		return 0, "", nil, errShort
+	}
+	return zapcore.Level(int8(p[0])), string(p[5 : 5+n]), p[5+n:], nil
+}
+
+// call is a control call from the Caddy process (calls.go names them).
+type call struct {
+	Op         string          `json:"op"`
+	Settings   json.RawMessage `json:"settings,omitempty"`
+	Pool       uint32          `json:"pool,omitempty"`
+	Spec       json.RawMessage `json:"spec,omitempty"`
+	Generation uint32          `json:"generation,omitempty"`
+	Activate   bool            `json:"activate,omitempty"`
+	N          int             `json:"n,omitempty"`
+	Shared     int64           `json:"shared,omitempty"`
+	Local      int64           `json:"local,omitempty"`
+	MS         int64           `json:"ms,omitempty"`
+	CPU        bool            `json:"cpu,omitempty"`
+	Debug      bool            `json:"debug,omitempty"`
+}
+
+type reply struct {
+	Error  string          `json:"error,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+func (c *child) call(id uint64, raw []byte) {
+	var req call
+	var result any
+	err := json.Unmarshal(raw, &req)
+	if err == nil {
+		result, err = c.run(&req)
+	}
+	var rep reply
+	if err != nil {
+		rep.Error = err.Error()
+	} else if raw, ok := result.([]byte); ok {
+		rep.Result = raw
+	} else if result != nil {
+		rep.Result, _ = json.Marshal(result)
+	}
+	out, _ := json.Marshal(rep)
+	c.link.send(kindReply, id, out)
+}
+
+var errNoEngine = errors.New("PHP is not running in this process")
+
+func (c *child) run(req *call) (any, error) {
+	if req.Op == opStart {
+		if c.engine.Load() != nil {
+			return nil, errors.New("PHP runs already")
+		}
+		c.debug.Store(req.Debug)
+		core.ConfigureStores(req.Shared, req.Local)
+		e, err := core.NewEngine(req.Settings)
+		if err != nil {
+			return nil, err
+		}
+		c.engine.Store(e)
+		core.ReserveCallbackP(true)
+		return map[string]any{"pid": os.Getpid()}, nil
+	}
+	e := c.engine.Load()
+	if e == nil {
+		return nil, errNoEngine
+	}
+	switch req.Op {
+	case opStores:
+		core.ConfigureStores(req.Shared, req.Local)
+		return nil, nil
+	case opNewPool:
+		return nil, e.NewPool(req.Pool, req.Spec)
+	case opResizeClassic:
+		return nil, e.ResizeClassic(req.N)
+	case opAutoscale:
+		return nil, e.Autoscale(req.N, time.Duration(req.MS)*time.Millisecond)
+	case opDeadlines:
+		return nil, e.SetDeadlines(time.Duration(req.MS)*time.Millisecond, req.N)
+	case opRestartPool:
+		spec := []byte(req.Spec)
+		if len(spec) == 0 {
+			spec = nil
+		}
+		g, err := e.RestartPool(req.Pool, spec, req.Activate)
+		return g, err
+	case opActivatePool:
+		return nil, e.ActivatePool(req.Pool, req.Generation)
+	case opDiscardPool:
+		return nil, e.DiscardPool(req.Pool, req.Generation)
+	case opDeletePool:
+		return nil, e.DeletePool(req.Pool)
+	case opStats:
+		return e.StatsJSON()
+	case opWaiting:
+		return e.PoolWaiting(req.Pool), nil
+	case opProfileStart:
+		return nil, e.ProfileStart(req.N, req.CPU)
+	case opProfileStop:
+		return e.ProfileStop()
+	case opRunJob:
+		return e.RunJob(req.Spec)
+	case opShutdown:
+		e.Shutdown(time.Duration(req.MS) * time.Millisecond)
+		c.engine.Store(nil)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown call %q", req.Op)
+}
+
+// The control calls.
+const (
+	opStart         = "start"
+	opStores        = "stores"
+	opNewPool       = "new_pool"
+	opResizeClassic = "resize_classic"
+	opAutoscale     = "autoscale"
+	opDeadlines     = "deadlines"
+	opRestartPool   = "restart_pool"
+	opActivatePool  = "activate_pool"
+	opDiscardPool   = "discard_pool"
+	opDeletePool    = "delete_pool"
+	opStats         = "stats"
+	opWaiting       = "waiting"
+	opProfileStart  = "profile_start"
+	opProfileStop   = "profile_stop"
+	opRunJob        = "run_job"
+	opShutdown      = "shutdown"
+)

@@ -1,0 +1,545 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cluster runs PHP in supervised child processes (the php_worker option
+// `processes N`): the Caddy process stays the one HTTP server and hands each request
+// to a child over a Unix socket (wire.go); each child runs an engine with its share of
+// the PHP threads (child.go). A child that dies costs only the requests it held: they
+// are answered 502, and the child is replaced, with a growing pause when it dies over
+// and over. Cluster has the methods of core.Engine, so the runtime drives either.
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// Options are a cluster's fixed settings.
+type Options struct {
+	Processes int
+	// Settings are the engine settings of every child (php_worker_engine_new's JSON).
+	Settings []byte
+	// Shared and Local are the store capacities.
+	Shared, Local int64
+	// Logger takes the lines outside a request.
+	Logger func() *zap.Logger
+	// Command is the child's command line; by default this binary's php-worker-child.
+	Command []string
+}
+
+// ChildCommand is the name of the command a child runs.
+const ChildCommand = "php-worker-child"
+
+// The pause before a child that died is replaced: doubled while children die within
+// stableAfter of their start, up to maxBackoff.
+const (
+	minBackoff  = 100 * time.Millisecond
+	maxBackoff  = 30 * time.Second
+	stableAfter = 10 * time.Second
+)
+
+// Cluster is PHP in child processes.
+type Cluster struct {
+	opts     Options
+	stopping atomic.Bool
+	postMax  int64
+
+	mu      sync.Mutex // guards the fields below and each proc's pool generations
+	procs   []*proc    // a slot per child; a dead child's slot holds it until replaced
+	classic int
+	scale   struct {
+		max  int
+		idle time.Duration
+	}
+	deadline struct {
+		grace    time.Duration
+		maxStuck int
+	}
+	pools   map[uint32]*pool
+	crashes atomic.Uint64
+	next    atomic.Uint64 // round robin among equally loaded children
+}
+
+// pool is a worker pool as the cluster knows it: the spec its children boot, and its
+// generations, numbered by the cluster (each child numbers its own).
+type pool struct {
+	spec       []byte            // what a child started now boots
+	staged     map[uint32][]byte // the specs of staged generations, until activated
+	generation uint32
+}
+
+// New starts the children and waits until each runs PHP.
+func New(opts Options) (*Cluster, error) {
+	if opts.Processes < 2 {
+		return nil, errors.New("a cluster has at least 2 processes")
+	}
+	if len(opts.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this binary to run PHP's processes: %w", err)
+		}
+		opts.Command = []string{exe, ChildCommand}
+	}
+	c := &Cluster{opts: opts, pools: map[uint32]*pool{}}
+	c.procs = make([]*proc, opts.Processes)
+	var first error
+	for i := range c.procs {
+		p, err := c.spawn(i)
+		if err != nil && first == nil {
+			first = err
+		}
+		c.procs[i] = p
+	}
+	if first != nil {
+		c.Shutdown(0)
+		return nil, first
+	}
+	if s, err := c.Stats(); err == nil {
+		c.postMax = s.PostMaxSize
+	}
+	return c, nil
+}
+
+func (c *Cluster) logger() *zap.Logger {
+	if c.opts.Logger != nil {
+		return c.opts.Logger()
+	}
+	return zap.NewNop()
+}
+
+// evenShare is what child i of n gets of count: an even split, the first children
+// taking the remainder.
+func evenShare(count, i, n int) int {
+	if count <= 0 {
+		return 0
+	}
+	s := count / n
+	if i < count%n {
+		s++
+	}
+	return s
+}
+
+// share is what child i of n gets of count threads: an even split, at least one when
+// count is not 0, so every child serves every pool.
+func share(count, i, n int) int {
+	if count <= 0 {
+		return 0
+	}
+	return max(evenShare(count, i, n), 1)
+}
+
+// specFields are the fields of a worker spec the division reads.
+type specFields struct {
+	Kind string `json:"kind"`
+	Num  int    `json:"num"`
+}
+
+// runs tells whether child i runs a worker pool. A background worker's num copies are
+// divided, not multiplied: with num 1 one child runs it. HTTP and task workers run in
+// every child, so each can serve and dispatch.
+func (c *Cluster) runs(spec []byte, i int) bool {
+	var f specFields
+	if json.Unmarshal(spec, &f) != nil || f.Kind != "background" {
+		return true
+	}
+	return evenShare(f.Num, i, c.opts.Processes) > 0
+}
+
+// specShare is a worker spec with its num and max_threads divided for child i.
+func (c *Cluster) specShare(spec []byte, i int) []byte {
+	var m map[string]any
+	if json.Unmarshal(spec, &m) != nil {
+		return spec
+	}
+	for _, key := range []string{"num", "max_threads"} {
+		if v, ok := m[key].(float64); ok && v > 0 {
+			m[key] = share(int(v), i, c.opts.Processes)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return spec
+	}
+	return out
+}
+
+// Stopping tells whether the cluster is shutting down.
+func (c *Cluster) Stopping() bool { return c.stopping.Load() }
+
+// MarkStopping makes Stopping true ahead of Shutdown.
+func (c *Cluster) MarkStopping() { c.stopping.Store(true) }
+
+// PostMaxSize is PHP's post_max_size in bytes (0: no limit).
+func (c *Cluster) PostMaxSize() int64 { return c.postMax }
+
+// live is the children running now.
+func (c *Cluster) live() []*proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*proc, 0, len(c.procs))
+	for _, p := range c.procs {
+		if p != nil && p.alive.Load() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// each runs f on every live child at once and returns the first error.
+func (c *Cluster) each(f func(p *proc) error) error {
+	procs := c.live()
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(p); err != nil {
+				errs[i] = fmt.Errorf("PHP process %d: %w", p.slot, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// NewPool creates worker pool id in every child, each with its share of the threads.
+func (c *Cluster) NewPool(id uint32, spec []byte) error {
+	c.mu.Lock()
+	c.pools[id] = &pool{spec: spec}
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		if !c.runs(spec, p.slot) {
+			return nil
+		}
+		_, err := p.call(call{Op: opNewPool, Pool: id, Spec: c.specShare(spec, p.slot)})
+		if err == nil {
+			c.mu.Lock()
+			p.pools[id] = true
+			c.mu.Unlock()
+		}
+		return err
+	})
+}
+
+// ResizeClassic sets the number of classic threads, divided among the children.
+func (c *Cluster) ResizeClassic(threads int) error {
+	c.mu.Lock()
+	c.classic = threads
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opResizeClassic, N: share(threads, p.slot, c.opts.Processes)})
+		return err
+	})
+}
+
+// Autoscale sets autoscaling; max_threads is divided among the children.
+func (c *Cluster) Autoscale(maxThreads int, maxIdle time.Duration) error {
+	c.mu.Lock()
+	c.scale.max, c.scale.idle = maxThreads, maxIdle
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opAutoscale, N: share(maxThreads, p.slot, c.opts.Processes), MS: maxIdle.Milliseconds()})
+		return err
+	})
+}
+
+// SetDeadlines sets the hard deadline past PHP's time limit in every child.
+func (c *Cluster) SetDeadlines(grace time.Duration, maxStuck int) error {
+	c.mu.Lock()
+	c.deadline.grace, c.deadline.maxStuck = grace, maxStuck
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opDeadlines, N: maxStuck, MS: grace.Milliseconds()})
+		return err
+	})
+}
+
+// ConfigureStores sets the stores' capacities in every child.
+func (c *Cluster) ConfigureStores(shared, local int64) {
+	c.mu.Lock()
+	c.opts.Shared, c.opts.Local = shared, local
+	c.mu.Unlock()
+	_ = c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opStores, Shared: shared, Local: local})
+		return err
+	})
+}
+
+// RestartPool starts a new generation of a pool in every child (see
+// core.Engine.RestartPool); it returns the cluster's number for it.
+func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, error) {
+	c.mu.Lock()
+	pl := c.pools[id]
+	if pl == nil {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("no worker pool %d", id)
+	}
+	pl.generation++
+	g := pl.generation
+	if spec != nil && activate {
+		pl.spec = spec
+	} else if spec != nil {
+		if pl.staged == nil {
+			pl.staged = map[uint32][]byte{}
+		}
+		pl.staged[g] = spec
+	}
+	c.mu.Unlock()
+	err := c.each(func(p *proc) error {
+		c.mu.Lock()
+		has := p.pools[id]
+		c.mu.Unlock()
+		if !has {
+			return nil
+		}
+		var s []byte
+		if spec != nil {
+			s = c.specShare(spec, p.slot)
+		}
+		raw, err := p.call(call{Op: opRestartPool, Pool: id, Spec: s, Activate: activate})
+		if err != nil {
+			return err
+		}
+		var own uint32
+		if err := json.Unmarshal(raw, &own); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		p.mapGeneration(id, g, own)
+		c.mu.Unlock()
+		return nil
+	})
+	return g, err
+}
+
+// ActivatePool makes a staged generation take requests in every child.
+func (c *Cluster) ActivatePool(id, generation uint32) error {
+	c.mu.Lock()
+	if pl := c.pools[id]; pl != nil {
+		if spec, ok := pl.staged[generation]; ok {
+			pl.spec = spec
+			delete(pl.staged, generation)
+		}
+	}
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		c.mu.Lock()
+		own, ok := p.generations[id][generation]
+		c.mu.Unlock()
+		if !ok {
+			return nil // a child started after the generation was staged runs the newest spec
+		}
+		_, err := p.call(call{Op: opActivatePool, Pool: id, Generation: own})
+		return err
+	})
+}
+
+// DiscardPool drops a staged generation in every child.
+func (c *Cluster) DiscardPool(id, generation uint32) error {
+	c.mu.Lock()
+	if pl := c.pools[id]; pl != nil {
+		delete(pl.staged, generation)
+	}
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		c.mu.Lock()
+		own, ok := p.generations[id][generation]
+		c.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		_, err := p.call(call{Op: opDiscardPool, Pool: id, Generation: own})
+		return err
+	})
+}
+
+// DeletePool deletes a pool in every child.
+func (c *Cluster) DeletePool(id uint32) error {
+	c.mu.Lock()
+	delete(c.pools, id)
+	c.mu.Unlock()
+	return c.each(func(p *proc) error {
+		c.mu.Lock()
+		has := p.pools[id]
+		delete(p.pools, id)
+		c.mu.Unlock()
+		if !has {
+			return nil
+		}
+		_, err := p.call(call{Op: opDeletePool, Pool: id})
+		return err
+	})
+}
+
+// PoolWaiting is how many threads of a pool wait for a request, in all children.
+func (c *Cluster) PoolWaiting(id uint32) int {
+	var n atomic.Int64
+	_ = c.each(func(p *proc) error {
+		c.mu.Lock()
+		has := p.pools[id]
+		c.mu.Unlock()
+		if !has {
+			return nil
+		}
+		raw, err := p.call(call{Op: opWaiting, Pool: id})
+		var k int64
+		if err == nil && json.Unmarshal(raw, &k) == nil {
+			n.Add(k)
+		}
+		return err
+	})
+	return int(n.Load())
+}
+
+var errNotAcrossProcesses = errors.New("the profiler does not run with processes above 1 yet")
+
+// ProfileStart is refused: profiles are per process, and merging them is not done.
+func (c *Cluster) ProfileStart(hz int, cpu bool) error { return errNotAcrossProcesses }
+
+// ProfileStop is refused, as ProfileStart is.
+func (c *Cluster) ProfileStop() ([]byte, error) { return nil, errNotAcrossProcesses }
+
+// RunJob runs a scheduled job's script once, in one child.
+func (c *Cluster) RunJob(spec []byte) (core.JobOutcome, error) {
+	var out core.JobOutcome
+	procs := c.live()
+	if len(procs) == 0 {
+		return out, errors.New("no PHP process runs")
+	}
+	p := procs[int(c.next.Add(1)%uint64(len(procs)))]
+	raw, err := p.call(call{Op: opRunJob, Spec: spec})
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	return out, err
+}
+
+// Shutdown drains every child (up to grace, as core.Engine.Shutdown) and ends them.
+func (c *Cluster) Shutdown(grace time.Duration) {
+	c.stopping.Store(true)
+	_ = c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opShutdown, MS: grace.Milliseconds()})
+		return err
+	})
+	c.mu.Lock()
+	procs := append([]*proc(nil), c.procs...)
+	c.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			p.stop()
+		}
+	}
+}
+
+// Submitted is a request a child holds.
+type Submitted struct {
+	p      atomic.Pointer[proc] // the child holding it: another one if its first died
+	handle uint64
+}
+
+// Cancel withdraws the request if no PHP thread took it yet; true when it will not run.
+func (s *Submitted) Cancel() bool {
+	return s.p.Load().cancel(s.handle)
+}
+
+// Submit hands a request to the least busy child that runs the pool. Failures the child
+// finds (a full queue) come back as the request's refusal.
+func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code) {
+	if c.stopping.Load() {
+		return nil, core.ErrStopped
+	}
+	c.mu.Lock()
+	if _, ok := c.pools[pool]; !ok && pool != core.ClassicPool {
+		c.mu.Unlock()
+		return nil, core.ErrUnknownPool
+	}
+	best := c.leastLoaded(nil)
+	c.mu.Unlock()
+	if best == nil {
+		return nil, core.ErrStopped
+	}
+	s := &Submitted{handle: uint64(handle)}
+	if !best.submit(s, pool, flags, b) {
+		return nil, core.ErrStopped
+	}
+	return s, core.OK
+}
+
+// leastLoaded is the live child holding the fewest requests, other than not; ties go
+// round robin. The cluster's mu is held.
+func (c *Cluster) leastLoaded(not *proc) *proc {
+	var best *proc
+	n := len(c.procs)
+	start := int(c.next.Add(1) % uint64(n))
+	for k := 0; k < n; k++ {
+		p := c.procs[(start+k)%n]
+		if p == nil || p == not || !p.alive.Load() {
+			continue
+		}
+		if best == nil || p.load.Load() < best.load.Load() {
+			best = p
+		}
+	}
+	return best
+}
+
+// resend gives a request that no PHP thread of a dead child had taken to another
+// child; false when none runs.
+func (c *Cluster) resend(h held, dead *proc) bool {
+	if c.stopping.Load() {
+		return false
+	}
+	for tries := 0; tries < len(c.procs); tries++ {
+		c.mu.Lock()
+		p := c.leastLoaded(dead)
+		c.mu.Unlock()
+		if p == nil {
+			return false
+		}
+		if p.send(h.s, h.packed) {
+			return true
+		}
+	}
+	return false
+}
+
+// The wire's numbers for a submission failure a child reports.
+func refusalOf(code core.Code) uint32 {
+	switch code {
+	case core.ErrQueueFull:
+		return core.RefusedQueueFull
+	default:
+		return core.RefusedStopped
+	}
+}
+
+func le64(n int64) []byte {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	return b[:]
+}
+
+// exitDescription says how a child ended, as a shell would.
+func exitDescription(state *os.ProcessState) (string, int) {
+	if state == nil {
+		return "unknown", -1
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by " + unix.SignalName(ws.Signal()), 128 + int(ws.Signal())
+	}
+	return fmt.Sprintf("exit status %d", state.ExitCode()), state.ExitCode()
+}

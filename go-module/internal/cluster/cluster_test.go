@@ -1,0 +1,285 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+func TestShareDividesEvenlyWithAtLeastOnePerChild(t *testing.T) {
+	cases := []struct {
+		count, n int
+		want     []int
+	}{
+		{5, 2, []int{3, 2}},
+		{4, 2, []int{2, 2}},
+		{1, 3, []int{1, 1, 1}}, // every child serves every pool
+		{0, 2, []int{0, 0}},
+		{7, 3, []int{3, 2, 2}},
+	}
+	for _, c := range cases {
+		var got []int
+		for i := 0; i < c.n; i++ {
+			got = append(got, share(c.count, i, c.n))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("share(%d over %d) = %v, want %v", c.count, c.n, got, c.want)
+		}
+	}
+}
+
+func TestBackgroundWorkersAreDividedNotMultiplied(t *testing.T) {
+	c := &Cluster{opts: Options{Processes: 3}}
+	runs := func(spec string) []bool {
+		var out []bool
+		for i := 0; i < 3; i++ {
+			out = append(out, c.runs([]byte(spec), i))
+		}
+		return out
+	}
+	if got := runs(`{"kind":"background","num":1}`); !slices.Equal(got, []bool{true, false, false}) {
+		t.Errorf("background num 1: %v", got)
+	}
+	if got := runs(`{"kind":"background","num":2}`); !slices.Equal(got, []bool{true, true, false}) {
+		t.Errorf("background num 2: %v", got)
+	}
+	for _, spec := range []string{`{"kind":"http","num":1}`, `{"kind":"task","num":1}`, `{"num":1}`} {
+		if got := runs(spec); !slices.Equal(got, []bool{true, true, true}) {
+			t.Errorf("%s: %v", spec, got)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(c.specShare([]byte(`{"kind":"http","num":5,"max_threads":8,"name":"w"}`), 2), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["num"] != 1.0 || m["max_threads"] != 2.0 || m["name"] != "w" {
+		t.Errorf("the third child's share of num 5, max_threads 8: %v", m)
+	}
+}
+
+func TestSubmissionsCrossTheWireWhole(t *testing.T) {
+	b := core.RequestBuffer{EnvPairs: 2, BodyLen: 3, ContentLength: 3, Spans: []uint32{1, 2, 3, 4}, Strings: []byte("GET/x?y=1abc")}
+	packed := packSubmit(nil, 7, core.RequestBodyComplete, &b)
+	var got core.RequestBuffer
+	pool, flags, err := unpackSubmit(packed, &got)
+	if err != nil || pool != 7 || flags != core.RequestBodyComplete {
+		t.Fatalf("pool %d flags %d err %v", pool, flags, err)
+	}
+	if got.EnvPairs != 2 || got.BodyLen != 3 || got.ContentLength != 3 || !slices.Equal(got.Spans, b.Spans) || !bytes.Equal(got.Strings, b.Strings) {
+		t.Errorf("unpacked %+v, sent %+v", got, b)
+	}
+	if _, _, err := unpackSubmit(packed[:10], &got); err == nil {
+		t.Error("a truncated submission unpacked")
+	}
+}
+
+func TestFramesArriveInOrderFromManySenders(t *testing.T) {
+	ours, theirs := socketPair(t)
+	l := newLink(ours)
+	r := newReader(theirs)
+	const senders, each = 8, 500
+	var wg sync.WaitGroup
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := uint64(s*each + i)
+				switch i % 3 {
+				case 0:
+					l.send(kindRespond, id, []byte{byte(s)}, bytes.Repeat([]byte{'x'}, i))
+				case 1:
+					l.post(kindRespond, id, []byte{byte(s)}, bytes.Repeat([]byte{'x'}, i))
+				default:
+					l.sendWith(kindRespond, id, true, func(dst []byte) []byte {
+						return append(append(dst, byte(s)), bytes.Repeat([]byte{'x'}, i)...)
+					})
+				}
+			}
+		}()
+	}
+	next := make([]int, senders) // each sender's frames keep their order
+	for n := 0; n < senders*each; n++ {
+		kind, id, payload, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := int(payload[0])
+		i := int(id) - s*each
+		// post queues at once and only writes later, so one sender's frames keep
+		// their order whichever way each was sent.
+		if kind != kindRespond || i != next[s] || len(payload) != 1+i {
+			t.Fatalf("frame %d: kind %d sender %d index %d (want %d) length %d", n, kind, s, i, next[s], len(payload))
+		}
+		next[s]++
+	}
+	wg.Wait()
+	l.close()
+	if _, _, _, err := r.next(); err == nil {
+		t.Error("a frame after the link closed")
+	}
+	if l.send(kindRespond, 1) || l.post(kindRespond, 1) {
+		t.Error("a closed link took a frame")
+	}
+}
+
+func TestTakenTableTellsWhichRequestsStarted(t *testing.T) {
+	parent, file, err := newTakenTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	defer parent.unmap()
+	child, err := mapTaken(int(file.Fd())) // a second mapping, as the child's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer child.unmap()
+	a, b := parent.take(), parent.take()
+	if a == noSlot || b == noSlot || a == b {
+		t.Fatalf("slots %d and %d", a, b)
+	}
+	child.mark(a, 41)
+	if !parent.taken(a, 41) || parent.taken(b, 42) {
+		t.Error("the child's mark is not what the parent reads")
+	}
+	parent.release(a)
+	if again := parent.take(); again != a || parent.taken(again, 41) {
+		t.Error("a slot given again still says taken")
+	}
+	if !parent.taken(noSlot, 7) {
+		t.Error("a request without a slot must count as taken: it may have started")
+	}
+	var none takenTable
+	if none.take() != noSlot {
+		t.Error("a full table gave a slot")
+	}
+	p := packSubmit(nil, 1, 0, &core.RequestBuffer{})
+	if submitSlot(p) != noSlot {
+		t.Error("a packed submission starts with no slot")
+	}
+	setSubmitSlot(p, 9)
+	if submitSlot(p) != 9 {
+		t.Error("the slot did not stick")
+	}
+}
+
+func TestTrailWriterKeepsTheCrashTrailAndPassesEveryLineOn(t *testing.T) {
+	var out bytes.Buffer
+	w := &trailWriter{out: &out}
+	trail := `{"level":"fatal","msg":"PHP thread received a fatal signal; the process ends","signal":"SIGSEGV","uri":"/crash.php","php_file":"/app/crash.php","php_line":4}`
+	for _, part := range []string{"PHP Warning: x\n{\"level\":\"fat", trail[len(`{"level":"fat`):], "\nunfinished"} {
+		if n, err := w.Write([]byte(part)); n != len(part) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", part, n, err)
+		}
+	}
+	w.end()
+	if want := "PHP Warning: x\n" + trail + "\nunfinished\n"; out.String() != want {
+		t.Errorf("passed on %q, want %q", out.String(), want)
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range w.fields() {
+		f.AddTo(enc)
+	}
+	got := enc.Fields
+	if got["signal"] != "SIGSEGV" || got["uri"] != "/crash.php" || got["php_file"] != "/app/crash.php" || got["php_line"] != 4.0 {
+		t.Errorf("trail fields %v", got)
+	}
+}
+
+func socketPair(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		_ = syscall.SetNonblock(fd, true)
+	}
+	a, b := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func TestTheSnapshotAddsItsFieldsToAnEngines(t *testing.T) {
+	golden, err := os.ReadFile("../../../rust-core/tests/golden/stats.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: Options{Processes: 2}}
+	procs := []*proc{{slot: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 10}}}, {slot: 1, cmd: &exec.Cmd{Process: &os.Process{Pid: 11}}}}
+	procs[0].load.Store(3)
+	raw, err := c.merge(procs, [][]byte{golden, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one, merged any
+	if err := json.Unmarshal(golden, &one); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &merged); err != nil {
+		t.Fatal(err)
+	}
+	before, after := fieldPaths(one), fieldPaths(merged)
+	var added []string
+	for _, f := range after {
+		if !slices.Contains(before, f) && !strings.HasPrefix(f, "opcache_by_process[].opcache.") {
+			added = append(added, f)
+		}
+	}
+	want := slices.Clone(SnapshotFields)
+	slices.Sort(want)
+	if !slices.Equal(added, want) {
+		t.Errorf("the cluster adds %v; SnapshotFields says %v", added, want)
+	}
+	for _, f := range before {
+		if !slices.Contains(after, f) {
+			t.Errorf("the cluster's snapshot lacks %s", f)
+		}
+	}
+	m := merged.(map[string]any)
+	ps := m["processes"].([]any)
+	if len(ps) != 2 || ps[0].(map[string]any)["state"] != "running" || ps[1].(map[string]any)["state"] != "restarting" ||
+		ps[0].(map[string]any)["requests"] != 3.0 || ps[1].(map[string]any)["pid"] != 11.0 {
+		t.Errorf("processes: %v", ps)
+	}
+}
+
+// fieldPaths lists a JSON value's field paths (pools[].duration.sum), sorted.
+func fieldPaths(v any) []string {
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				path := k
+				if prefix != "" {
+					path = prefix + "." + k
+				}
+				out = append(out, path)
+				walk(path, child)
+			}
+		case []any:
+			for _, child := range v {
+				walk(prefix+"[]", child)
+			}
+		}
+	}
+	walk("", v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,572 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// proc is one child process, from its start to its death.
+type proc struct {
+	c     *Cluster
+	slot  int
+	cmd   *exec.Cmd
+	link  *link
+	taken *takenTable
+	trail *trailWriter
+	alive atomic.Bool
+	load  atomic.Int64 // the requests it holds
+	start time.Time
+	// backoff is the pause before this slot's next child, if this one dies.
+	backoff time.Duration
+
+	mu       sync.Mutex
+	inflight map[uint64]held // the requests it holds, by handle
+	calls    map[uint64]chan reply
+	cancels  map[uint64]chan bool
+	nextCall uint64
+	dead     bool
+	exited   chan struct{} // closed once the process was reaped
+	state    *os.ProcessState
+
+	// generations maps each pool's cluster generations to this child's own (guarded by
+	// the cluster's mu); base is the cluster generation of each pool when it started.
+	generations map[uint32]map[uint32]uint32
+	base        map[uint32]uint32
+	// pools are the worker pools it runs (guarded by the cluster's mu).
+	pools map[uint32]bool
+}
+
+// held is a request a child holds.
+type held struct {
+	s *Submitted
+	// packed is the submission as sent: if the child dies before a PHP thread took
+	// the request (its slot in the taken table says), another child runs it.
+	packed []byte
+	slot   uint32
+	// reading is true while the Caddy process reads body bytes for it.
+	reading bool
+}
+
+// packedPool recycles the kept submissions.
+var packedPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func keepPacked(b []byte) {
+	if cap(b) <= 64<<10 {
+		b = b[:0]
+		packedPool.Put(&b)
+	}
+}
+
+// spawn starts the child of slot i and brings it to the cluster's state: its engine,
+// stores, classic threads, autoscaling, deadlines and workers.
+func (c *Cluster) spawn(i int) (*proc, error) {
+	return c.spawnWithBackoff(i, minBackoff)
+}
+
+func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the socket to a PHP process: %w", err)
+	}
+	// Our end non-blocking, so its reads and writes wait in Go's poller.
+	_ = syscall.SetNonblock(fds[0], true)
+	ours, theirs := os.NewFile(uintptr(fds[0]), "php_worker wire"), os.NewFile(uintptr(fds[1]), "php_worker wire")
+	cmd := exec.Command(c.opts.Command[0], c.opts.Command[1:]...)
+	trail := &trailWriter{out: os.Stderr}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stderr, trail
+	// Wait waits for the standard error copy, which a process the script started could
+	// hold open: bounded, so a dead child is always reaped and replaced.
+	cmd.WaitDelay = time.Second
+	taken, table, err := newTakenTable()
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{theirs, table} // descriptors 3 and 4
+	// The child dies with the Caddy process, and a terminal's Ctrl-C (sent to the whole
+	// process group) reaches only the Caddy process, which drains the children itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	err = cmd.Start()
+	theirs.Close()
+	table.Close()
+	if err != nil {
+		ours.Close()
+		taken.unmap()
+		return nil, fmt.Errorf("starting a PHP process: %w", err)
+	}
+	p := &proc{
+		c: c, slot: i, cmd: cmd, link: newLink(ours), taken: taken, trail: trail, start: time.Now(), backoff: backoff,
+		inflight: map[uint64]held{}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
+		exited: make(chan struct{}), generations: map[uint32]map[uint32]uint32{}, base: map[uint32]uint32{},
+		pools: map[uint32]bool{},
+	}
+	p.alive.Store(true)
+	go p.readLoop(newReader(ours))
+
+	c.mu.Lock()
+	classic, scale, deadline, shared, local := c.classic, c.scale, c.deadline, c.opts.Shared, c.opts.Local
+	type poolStart struct {
+		id   uint32
+		spec []byte
+	}
+	var pools []poolStart
+	for id, pl := range c.pools {
+		if c.runs(pl.spec, i) {
+			pools = append(pools, poolStart{id, pl.spec})
+			p.base[id] = pl.generation
+			p.pools[id] = true
+		}
+	}
+	c.mu.Unlock()
+	debug := c.logger().Core().Enabled(zap.DebugLevel)
+	steps := []call{{Op: opStart, Settings: c.opts.Settings, Shared: shared, Local: local, Debug: debug},
+		{Op: opAutoscale, N: share(scale.max, i, c.opts.Processes), MS: scale.idle.Milliseconds()},
+		{Op: opDeadlines, N: deadline.maxStuck, MS: deadline.grace.Milliseconds()},
+		{Op: opResizeClassic, N: share(classic, i, c.opts.Processes)}}
+	for _, pl := range pools {
+		steps = append(steps, call{Op: opNewPool, Pool: pl.id, Spec: c.specShare(pl.spec, i)})
+	}
+	for _, step := range steps {
+		if _, err := p.call(step); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("starting PHP process %d (%s): %w", i, step.Op, err)
+		}
+	}
+	c.logger().Info("PHP process started", zap.Int("process", i), zap.Int("pid", cmd.Process.Pid))
+	return p, nil
+}
+
+// mapGeneration records that the cluster's generation g of a pool is the child's own.
+// The cluster's mu is held.
+func (p *proc) mapGeneration(pool, g, own uint32) {
+	m := p.generations[pool]
+	if m == nil {
+		m = map[uint32]uint32{}
+		p.generations[pool] = m
+	}
+	m[g] = own
+}
+
+// clusterGeneration is the cluster's number for the child's generation own of a pool:
+// the newest cluster generation it maps to, or the one the pool had when the child
+// started. The cluster's mu is held.
+func (p *proc) clusterGeneration(pool, own uint32) uint32 {
+	best := p.base[pool]
+	for g, o := range p.generations[pool] {
+		if o <= own && g > best {
+			best = g
+		}
+	}
+	return best
+}
+
+var errProcessGone = errors.New("the PHP process ended")
+
+// call runs a control call and waits for its reply.
+func (p *proc) call(req call) (json.RawMessage, error) {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan reply, 1)
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return nil, errProcessGone
+	}
+	p.nextCall++
+	id := p.nextCall
+	p.calls[id] = ch
+	p.mu.Unlock()
+	if !p.link.send(kindCall, id, raw) {
+		return nil, errProcessGone
+	}
+	rep, ok := <-ch
+	if !ok {
+		return nil, errProcessGone
+	}
+	if rep.Error != "" {
+		return nil, errors.New(rep.Error)
+	}
+	return rep.Result, nil
+}
+
+// submit sends a request; false when the child is gone.
+func (p *proc) submit(s *Submitted, pool, flags uint32, b *core.RequestBuffer) bool {
+	packed := packSubmit((*packedPool.Get().(*[]byte))[:0], pool, flags, b)
+	return p.send(s, packed)
+}
+
+// send hands a packed submission to the child, which owns it from then on.
+func (p *proc) send(s *Submitted, packed []byte) bool {
+	handle := s.handle
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return false
+	}
+	slot := p.taken.take()
+	setSubmitSlot(packed, slot)
+	p.inflight[handle] = held{s: s, packed: packed, slot: slot}
+	s.p.Store(p)
+	p.load.Add(1)
+	p.mu.Unlock()
+	if p.link.send(kindSubmit, handle, packed) {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h, ok := p.inflight[handle]; ok {
+		delete(p.inflight, handle)
+		p.taken.release(h.slot)
+		p.load.Add(-1)
+		return false
+	}
+	return true // the child died meanwhile, and its cleanup took the request on
+}
+
+// cancel withdraws a request; see core.Request.Cancel.
+func (p *proc) cancel(handle uint64) bool {
+	ch := make(chan bool, 1)
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return false
+	}
+	p.cancels[handle] = ch
+	p.mu.Unlock()
+	if !p.link.send(kindCancel, handle, nil) {
+		return false
+	}
+	withdrawn, ok := <-ch
+	return ok && withdrawn
+}
+
+// readLoop takes the child's frames until it ends, then answers what it held.
+func (p *proc) readLoop(r *reader) {
+	host := core.CurrentHost()
+	var headers []core.Header
+	for {
+		kind, id, payload, err := r.next()
+		if err != nil {
+			break
+		}
+		switch kind {
+		case kindRespond:
+			var resp core.Response
+			resp, headers, err = unpackRespond(payload, headers)
+			if err != nil {
+				p.c.logger().Error("a PHP process sent a malformed response; ending it", zap.Int("process", p.slot), zap.Error(err))
+				p.kill()
+				continue
+			}
+			if resp.Flags&core.ResponseDone != 0 && !p.finish(id) {
+				continue // already answered (it cannot be, but never twice)
+			}
+			if !host.Respond(uintptr(id), resp, true) && resp.Flags&core.ResponseDone == 0 {
+				p.link.post(kindClientGone, id, nil)
+			}
+		case kindReadBody:
+			if len(payload) >= 4 {
+				p.readBody(id, int(binary.LittleEndian.Uint32(payload)))
+			}
+		case kindLog:
+			level, msg, fields, err := unpackLog(payload)
+			if err != nil {
+				continue
+			}
+			handle := uintptr(0)
+			p.mu.Lock()
+			if _, ok := p.inflight[id]; ok {
+				handle = uintptr(id)
+			}
+			p.mu.Unlock()
+			log := host.Logger(handle)
+			zf := []zap.Field{zap.Int("process", p.slot)}
+			if len(fields) > 2 {
+				zf = append(zf, core.LogFields(fields)...)
+			}
+			log.Log(level, msg, zf...)
+		case kindSubmitFailed:
+			if len(payload) >= 4 && p.finish(id) {
+				code := core.Code(int32(binary.LittleEndian.Uint32(payload)))
+				host.Respond(uintptr(id), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
+					Refusal: refusalOf(code), Thread: -1}, true)
+			}
+		case kindCancelled:
+			p.mu.Lock()
+			ch := p.cancels[id]
+			delete(p.cancels, id)
+			p.mu.Unlock()
+			if ch != nil {
+				ch <- len(payload) > 0 && payload[0] == 1
+			}
+		case kindReply:
+			var rep reply
+			if err := json.Unmarshal(payload, &rep); err != nil {
+				rep.Error = err.Error()
+			}
+			p.mu.Lock()
+			ch := p.calls[id]
+			delete(p.calls, id)
+			p.mu.Unlock()
+			if ch != nil {
+				ch <- rep
+			}
+		}
+	}
+	p.died()
+}
+
+// finish ends a request's stay in the child (its DONE); false when it was not there.
+func (p *proc) finish(handle uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.inflight[handle]
+	if !ok {
+		return false
+	}
+	keepPacked(h.packed)
+	p.taken.release(h.slot)
+	delete(p.inflight, handle)
+	p.load.Add(-1)
+	return true
+}
+
+// readBody reads body bytes for the child on a goroutine of its own: the client may be
+// slow. A request whose child died meanwhile is answered once the read ends, so its
+// handle is never reused under the read.
+func (p *proc) readBody(handle uint64, n int) {
+	p.mu.Lock()
+	h, ok := p.inflight[handle]
+	if !ok || p.dead {
+		p.mu.Unlock()
+		return
+	}
+	h.reading = true
+	p.inflight[handle] = h
+	p.mu.Unlock()
+	go func() {
+		host := core.CurrentHost()
+		buf := make([]byte, max(0, min(n, 1<<20)))
+		got := host.ReadBody(uintptr(handle), buf)
+		if got < 0 {
+			p.link.send(kindBody, handle, le64(-1))
+		} else {
+			p.link.send(kindBody, handle, le64(int64(got)), buf[:got])
+		}
+		p.mu.Lock()
+		h, held := p.inflight[handle]
+		orphan := held && p.dead
+		if held {
+			h.reading = false
+			p.inflight[handle] = h
+		}
+		if orphan {
+			delete(p.inflight, handle)
+		}
+		p.mu.Unlock()
+		if orphan {
+			p.answerLost(handle)
+		}
+	}()
+}
+
+// answerLost answers a request the dead child held: the host writes a 502.
+func (p *proc) answerLost(handle uint64) {
+	core.CurrentHost().Respond(uintptr(handle), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
+		Refusal: core.RefusedProcessDied, Thread: -1}, true)
+}
+
+// died answers every request the child held, reaps it and, unless the cluster stops,
+// starts its replacement after the slot's pause.
+func (p *proc) died() {
+	p.alive.Store(false)
+	p.link.close()
+	p.mu.Lock()
+	p.dead = true
+	var lost []uint64
+	var waiting []held
+	for handle, h := range p.inflight {
+		switch {
+		case !p.taken.taken(h.slot, handle):
+			waiting = append(waiting, h)
+			delete(p.inflight, handle)
+		case !h.reading:
+			keepPacked(h.packed)
+			lost = append(lost, handle)
+			delete(p.inflight, handle)
+		}
+	}
+	p.taken.unmap()
+	for id, ch := range p.calls {
+		close(ch)
+		delete(p.calls, id)
+	}
+	for id, ch := range p.cancels {
+		close(ch)
+		delete(p.cancels, id)
+	}
+	p.mu.Unlock()
+	p.load.Store(0)
+	for _, h := range lost {
+		p.answerLost(h)
+	}
+	// Requests no PHP thread had taken go to the other children, as if sent there.
+	for _, h := range waiting {
+		if !p.c.resend(h, p) {
+			keepPacked(h.packed)
+			p.answerLost(h.s.handle)
+		}
+	}
+	_ = p.cmd.Wait()
+	p.trail.end()
+	p.state = p.cmd.ProcessState
+	close(p.exited)
+	p.c.mu.Lock()
+	installed := p.c.procs[p.slot] == p
+	p.c.mu.Unlock()
+	if p.c.stopping.Load() || !installed {
+		return // the cluster stops, or the child was still starting: its starter says why
+	}
+	how, status := exitDescription(p.state)
+	p.c.crashes.Add(1)
+	backoff := minBackoff
+	if time.Since(p.start) < stableAfter {
+		backoff = min(2*p.backoff, maxBackoff)
+	}
+	fields := []zap.Field{zap.Int("process", p.slot), zap.Int("pid", p.cmd.Process.Pid), zap.String("how", how),
+		zap.Int("status", status), zap.Int("requests_lost", len(lost)), zap.Int("requests_moved", len(waiting)),
+		zap.Duration("restart_in", backoff)}
+	p.c.logger().Error("a PHP process died; the requests it ran were answered 502, and it is replaced",
+		append(fields, p.trail.fields()...)...)
+	go p.c.replace(p.slot, p, backoff)
+}
+
+// replace starts a new child in a dead one's slot after a pause, trying again (with
+// growing pauses) while it fails to start.
+func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
+	for {
+		time.Sleep(backoff)
+		if c.stopping.Load() {
+			return
+		}
+		p, err := c.spawnWithBackoff(slot, backoff)
+		if err == nil {
+			c.mu.Lock()
+			if c.procs[slot] == dead && !c.stopping.Load() {
+				c.procs[slot] = p
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			p.stop()
+			return
+		}
+		c.logger().Error("a PHP process does not start; trying again", zap.Int("process", slot), zap.Error(err))
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// kill ends the child at once.
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// stop ends the child: it exits when its wire closes; killed if it lingers.
+func (p *proc) stop() {
+	p.link.close()
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.kill()
+		<-p.exited
+	}
+}
+
+// trailWriter passes a child's standard error on, line by line, and keeps the crash
+// trail line (rust-core/csrc/crash.c) a PHP thread writes when it gets a fatal signal,
+// so the log line of the child's death names the request and the PHP code.
+type trailWriter struct {
+	out  io.Writer
+	mu   sync.Mutex
+	line []byte
+	last map[string]any
+}
+
+// trailMessage starts the trail line's message.
+const trailMessage = "PHP thread received a fatal signal"
+
+func (w *trailWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if len(w.line) < 1<<20 {
+				w.line = append(w.line, b...)
+			}
+			break
+		}
+		w.line = append(w.line, b[:i+1]...)
+		b = b[i+1:]
+		w.take(w.line)
+		w.line = w.line[:0]
+	}
+	return n, nil
+}
+
+func (w *trailWriter) take(line []byte) {
+	_, _ = w.out.Write(line)
+	if !bytes.Contains(line, []byte(trailMessage)) {
+		return
+	}
+	var m map[string]any
+	if json.Unmarshal(line, &m) == nil {
+		w.last = m
+	}
+}
+
+// end passes on an unfinished last line (a trail cut short by a second fault).
+func (w *trailWriter) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.line) > 0 {
+		w.take(append(w.line, '\n'))
+		w.line = w.line[:0]
+	}
+}
+
+// fields are the trail's fields for a log line: which signal, request and PHP code.
+func (w *trailWriter) fields() []zap.Field {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []zap.Field
+	for _, key := range []string{"signal", "thread", "method", "uri", "script", "php_function", "php_file", "php_line"} {
+		if v, ok := w.last[key]; ok {
+			out = append(out, zap.Any(key, v))
+		}
+	}
+	return out
+}

@@ -1,0 +1,208 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"encoding/json"
+	"sort"
+	"sync"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// The cluster's snapshot is its children's, merged into the shape of one engine's
+// (php_worker_engine_stats), so probes, metrics, the status page and
+// /php_worker/threads read it unchanged:
+//   - threads: every child's, each with "process" (its child's slot);
+//   - pools: summed per pool, with the cluster's generation numbers (the lowest any
+//     child runs, so a restart is done when every child is);
+//   - opcache: the first child's gate, with each child's usage under "processes";
+//   - counters summed; "processes" lists each child: slot, pid, state, requests held,
+//     and the crashes of the cluster.
+
+// procStats is one child in the snapshot.
+type procStats struct {
+	Process  int    `json:"process"`
+	PID      int    `json:"pid"`
+	State    string `json:"state"` // running, or restarting (dead, its replacement due)
+	Requests int64  `json:"requests"`
+}
+
+// StatsJSON is the merged snapshot.
+func (c *Cluster) StatsJSON() ([]byte, error) {
+	c.mu.Lock()
+	procs := append([]*proc(nil), c.procs...)
+	c.mu.Unlock()
+	raws := make([][]byte, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		if p == nil || !p.alive.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if raw, err := p.call(call{Op: opStats}); err == nil {
+				raws[i] = raw
+			}
+		}()
+	}
+	wg.Wait()
+	return c.merge(procs, raws)
+}
+
+// SnapshotFields are the fields the cluster adds to one engine's snapshot, as paths
+// (docs/reloads-and-admin-api.md lists them; a test keeps this list true). Each
+// opcache_by_process[].opcache has the fields of opcache.
+var SnapshotFields = []string{"threads[].process", "processes", "processes[].process", "processes[].pid",
+	"processes[].state", "processes[].requests", "process_crashes", "opcache_by_process",
+	"opcache_by_process[].process", "opcache_by_process[].opcache"}
+
+// merge makes the cluster's snapshot of its children's, raws[i] being procs[i]'s (nil:
+// not running).
+func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
+	merged := map[string]any{}
+	var threads []any
+	pools := map[float64]map[string]any{}
+	var order []float64
+	var list []procStats
+	var opcaches []any
+	for i, raw := range raws {
+		p := procs[i]
+		ps := procStats{Process: i, State: "restarting"}
+		if p != nil && p.cmd.Process != nil {
+			ps.PID = p.cmd.Process.Pid
+		}
+		if raw == nil {
+			list = append(list, ps)
+			continue
+		}
+		ps.State, ps.Requests = "running", p.load.Load()
+		list = append(list, ps)
+		var s map[string]any
+		if json.Unmarshal(raw, &s) != nil {
+			continue
+		}
+		for _, key := range []string{"max_threads", "stuck_threads", "expired_requests"} {
+			merged[key] = num(merged[key]) + num(s[key])
+		}
+		for _, key := range []string{"histogram_bounds", "post_max_size", "opcache"} {
+			if _, ok := merged[key]; !ok {
+				merged[key] = s[key]
+			}
+		}
+		opcaches = append(opcaches, map[string]any{"process": i, "opcache": s["opcache"]})
+		ts, _ := s["threads"].([]any)
+		for _, t := range ts {
+			if tm, ok := t.(map[string]any); ok {
+				tm["process"] = i
+				c.mu.Lock()
+				if id, ok := tm["pool"].(float64); ok {
+					if g, ok := tm["generation"].(float64); ok && id != float64(core.ClassicPool) {
+						tm["generation"] = p.clusterGeneration(uint32(id), uint32(g))
+					}
+				}
+				c.mu.Unlock()
+			}
+			threads = append(threads, t)
+		}
+		ps2, _ := s["pools"].([]any)
+		for _, x := range ps2 {
+			pm, ok := x.(map[string]any)
+			if !ok {
+				continue
+			}
+			id := num(pm["id"])
+			c.mu.Lock()
+			if id != float64(core.ClassicPool) {
+				if g, ok := pm["generation"].(float64); ok {
+					pm["generation"] = p.clusterGeneration(uint32(id), uint32(g))
+				}
+				if g, ok := pm["staged"].(float64); ok {
+					pm["staged"] = p.clusterGeneration(uint32(id), uint32(g))
+				}
+			}
+			c.mu.Unlock()
+			have, ok := pools[id]
+			if !ok {
+				pools[id] = pm
+				order = append(order, id)
+				continue
+			}
+			mergePool(have, pm)
+		}
+	}
+	if threads == nil {
+		threads = []any{}
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	poolList := make([]any, 0, len(order))
+	for _, id := range order {
+		poolList = append(poolList, pools[id])
+	}
+	merged["threads"], merged["pools"], merged["processes"] = threads, poolList, list
+	merged["process_crashes"] = c.crashes.Load()
+	merged["opcache_by_process"] = opcaches
+	return json.Marshal(merged)
+}
+
+// mergePool adds child pool o into have.
+func mergePool(have, o map[string]any) {
+	for _, key := range []string{"threads", "ready", "leaving", "failing", "busy", "idle", "base", "max_threads",
+		"queued", "crashes", "restarts"} {
+		have[key] = num(have[key]) + num(o[key])
+	}
+	if b, _ := o["restarting"].(bool); b {
+		have["restarting"] = true
+	}
+	if num(o["generation"]) < num(have["generation"]) {
+		have["generation"] = o["generation"]
+	}
+	if have["staged"] == nil {
+		have["staged"] = o["staged"]
+	}
+	for _, key := range []string{"duration", "wait"} {
+		have[key] = mergeHistogram(have[key], o[key])
+	}
+	if g, ok := o["memory_growth"].([]any); ok {
+		h, _ := have["memory_growth"].([]any)
+		have["memory_growth"] = append(h, g...)
+	}
+}
+
+func mergeHistogram(a, b any) any {
+	am, ok1 := a.(map[string]any)
+	bm, ok2 := b.(map[string]any)
+	if !ok1 || !ok2 {
+		return a
+	}
+	ab, _ := am["buckets"].([]any)
+	bb, _ := bm["buckets"].([]any)
+	out := make([]any, max(len(ab), len(bb)))
+	for i := range out {
+		var x, y float64
+		if i < len(ab) {
+			x = num(ab[i])
+		}
+		if i < len(bb) {
+			y = num(bb[i])
+		}
+		out[i] = x + y
+	}
+	return map[string]any{"buckets": out, "count": num(am["count"]) + num(bm["count"]), "sum": num(am["sum"]) + num(bm["sum"])}
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+// Stats is the merged snapshot, decoded.
+func (c *Cluster) Stats() (*core.Stats, error) {
+	raw, err := c.StatsJSON()
+	if err != nil {
+		return nil, err
+	}
+	return core.DecodeStats(raw)
+}

@@ -1,0 +1,208 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"sync"
+)
+
+// The wire between the Caddy process and a child: one Unix stream socket, frames of a
+// 16-byte head (payload length, kind, an id) and a payload. Requests and responses, the
+// hot path, are packed by hand (packing.go); the rare control calls carry JSON.
+//
+// Each side writes through a link: senders append whole frames to a buffer under a
+// lock, and one goroutine writes the buffer out. Under load many frames leave in one
+// write(2), so the hand-over costs a fraction of a system call per request; an idle
+// link costs one goroutine wake-up.
+
+// The kinds of frames from the Caddy process to a child.
+const (
+	kindCall       uint8 = iota + 1 // id: the call; JSON call
+	kindSubmit                      // id: the request's handle; packed submission
+	kindCancel                      // id: the handle; empty
+	kindBody                        // id: the handle; 8-byte count (-1: unreadable), bytes
+	kindClientGone                  // id: the handle; empty
+)
+
+// The kinds of frames from a child to the Caddy process.
+const (
+	kindReply        uint8 = iota + 64 // id: the call; JSON reply
+	kindRespond                        // id: the handle; packed response
+	kindReadBody                       // id: the handle; 4-byte count wanted
+	kindLog                            // id: the handle or 0; packed line
+	kindSubmitFailed                   // id: the handle; 4-byte core code
+	kindCancelled                      // id: the handle; 1 byte, 1 when withdrawn
+)
+
+const headLen = 16
+
+// maxFrame bounds a frame's payload: a response chunk is at most the core's output
+// buffer, a body chunk what PHP asked for.
+const maxFrame = 64 << 20
+
+// pendingLimit is how many bytes a link buffers before senders wait for the writer.
+const pendingLimit = 4 << 20
+
+var errClosed = errors.New("the child's link is closed")
+
+// link is one side of the wire. Its sender writes too: the first to find no write in
+// progress writes what is queued, then what was queued meanwhile, so frames queued
+// during a write leave together in the next one, and an idle link wakes no goroutine.
+type link struct {
+	f *os.File
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when a write ends, or the link closed
+	pending []byte
+	spare   []byte
+	writing bool
+	closed  bool
+}
+
+func newLink(f *os.File) *link {
+	l := &link{f: f}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+// send queues one frame made of its parts and writes out what is queued unless a
+// write is in progress; false when the link is closed.
+func (l *link) send(kind uint8, id uint64, parts ...[]byte) bool {
+	return l.sendWith(kind, id, true, func(dst []byte) []byte {
+		for _, p := range parts {
+			dst = append(dst, p...)
+		}
+		return dst
+	})
+}
+
+// post queues a frame without ever blocking the caller: a goroutine writes it if no
+// write is in progress. For the read loops, which must never wait on the peer's reads
+// (the peer may be waiting on ours).
+func (l *link) post(kind uint8, id uint64, parts ...[]byte) bool {
+	return l.sendWith(kind, id, false, func(dst []byte) []byte {
+		for _, p := range parts {
+			dst = append(dst, p...)
+		}
+		return dst
+	})
+}
+
+// sendWith queues a frame whose payload fill appends; see send and post for mayWrite.
+func (l *link) sendWith(kind uint8, id uint64, mayWrite bool, fill func([]byte) []byte) bool {
+	mode := modePost
+	if mayWrite {
+		mode = modeSend
+	}
+	return l.queue(kind, id, mode, fill)
+}
+
+// How a sender treats the write of its frame.
+const (
+	modePost = iota // never waits: a goroutine writes if nobody does
+	modeSend        // writes what is queued unless a write is running
+)
+
+func (l *link) queue(kind uint8, id uint64, mode int, fill func([]byte) []byte) bool {
+	l.mu.Lock()
+	for mode != modePost && len(l.pending) > pendingLimit && l.writing && !l.closed {
+		l.cond.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return false
+	}
+	at := len(l.pending)
+	var head [headLen]byte
+	head[4] = kind
+	binary.LittleEndian.PutUint64(head[8:], id)
+	l.pending = fill(append(l.pending, head[:]...))
+	binary.LittleEndian.PutUint32(l.pending[at:], uint32(len(l.pending)-at-headLen))
+	if !l.writing {
+		l.writing = true
+		if mode == modePost {
+			l.mu.Unlock()
+			go func() {
+				l.mu.Lock()
+				l.flush()
+			}()
+			return true
+		}
+		l.flush()
+		return true
+	}
+	l.mu.Unlock()
+	return true
+}
+
+// flush writes until nothing is queued; called with mu held and writing set, it
+// returns with mu released.
+func (l *link) flush() {
+	for len(l.pending) > 0 && !l.closed {
+		out := l.pending
+		l.pending, l.spare = l.spare[:0], nil
+		l.mu.Unlock()
+		_, err := l.f.Write(out)
+		if err != nil {
+			l.close()
+		}
+		l.mu.Lock()
+		if cap(out) <= 1<<20 {
+			l.spare = out[:0]
+		}
+		l.cond.Broadcast()
+	}
+	l.writing = false
+	l.cond.Broadcast()
+	l.mu.Unlock()
+}
+
+// close ends the link: queued frames are dropped, senders get false, and the peer
+// reads the end of the stream.
+func (l *link) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.pending = nil
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	_ = l.f.Close()
+}
+
+// reader reads frames; the payload it returns is valid until the next read.
+type reader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+func newReader(f io.Reader) *reader {
+	return &reader{r: bufio.NewReaderSize(f, 256<<10)}
+}
+
+func (r *reader) next() (kind uint8, id uint64, payload []byte, err error) {
+	var head [headLen]byte
+	if _, err = io.ReadFull(r.r, head[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(head[0:])
+	if n > maxFrame {
+		return 0, 0, nil, errors.New("a frame past the size limit")
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n)
+	}
+	payload = r.buf[:n]
+	if _, err = io.ReadFull(r.r, payload); err != nil {
+		return 0, 0, nil, err
+	}
+	return head[4], binary.LittleEndian.Uint64(head[8:]), payload, nil
+}
