@@ -1,0 +1,305 @@
+"""`processes N`: PHP in supervised child processes (docs/processes.md). A crashing
+extension (crashext/, built with this PHP's phpize) ends one child: only the requests
+running there are answered 502, the others are served, the child is replaced."""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CADDY, REPO, WORK, eventually, free_port, http_get, make_caddyfile
+
+HERE = Path(__file__).resolve().parent
+APP = HERE / "processes"
+DIED = "a PHP process died; the requests it ran were answered 502, and it is replaced"
+LOST = "the PHP process running this request died; answering 502"
+
+
+@pytest.fixture(scope="session")
+def crashext():
+    """pw_crash.so, built with the phpize of the PHP ./caddy embeds."""
+    php_config = os.environ.get("PHP_CONFIG") or subprocess.run(
+        [str(REPO / "scripts" / "build-php.sh")], capture_output=True, text=True, check=True).stdout.strip()
+    prefix = subprocess.run([php_config, "--prefix"], capture_output=True, text=True, check=True).stdout.strip()
+    build = WORK / "crashext"
+    shutil.rmtree(build, ignore_errors=True)
+    shutil.copytree(HERE / "crashext", build)
+    for step in ([f"{prefix}/bin/phpize"], ["./configure", f"--with-php-config={php_config}"], ["make", "-j2"]):
+        p = subprocess.run(step, cwd=build, capture_output=True, text=True)
+        assert p.returncode == 0, f"{step}: {p.stdout[-2000:]}{p.stderr[-2000:]}"
+    return build / "modules" / "pw_crash.so"
+
+
+def caddyfile(crashext, processes=2, threads=4, workers=2, extra=""):
+    def make(port, admin):
+        return make_caddyfile(port, admin, app=APP / "public", threads=threads, global_extra=f"""\t\tprocesses {processes}
+		php_ini extension {crashext}
+{extra}""", site_extra=f"""\t\tworker {{
+			file {APP}/worker.php
+			num {workers}
+			match /w/*
+		}}""")
+    return make
+
+
+class Load:
+    """Clients sending requests in a loop until stopped; each answer is kept with its
+    time, status and the pid of the process that ran it."""
+
+    def __init__(self, srv, paths):
+        self.srv, self.answers, self.stopped = srv, [], threading.Event()
+        self.threads = [threading.Thread(target=self.loop, args=(p,), daemon=True) for p in paths]
+        for t in self.threads:
+            t.start()
+
+    def loop(self, path):
+        while not self.stopped.is_set():
+            try:
+                r = self.srv.get(path, timeout=30)
+                self.answers.append((time.monotonic(), r.status, pid_of(r.text)))
+            except OSError as e:
+                self.answers.append((time.monotonic(), repr(e), None))
+
+    def stop(self):
+        self.stopped.set()
+        for t in self.threads:
+            t.join(60)
+        return self.answers
+
+
+def pid_of(text):
+    return int(text[4:]) if text.startswith("pid=") else None
+
+
+def http_ok(port, path):
+    try:
+        return http_get(port, path, timeout=5)[0] == 200
+    except OSError:
+        return False
+
+
+def processes(srv):
+    return srv.threads()["processes"]
+
+
+def running_pids(srv):
+    return {p["pid"] for p in processes(srv) if p["state"] == "running"}
+
+
+def in_background(srv, path, into, key=None):
+    def run():
+        try:
+            r = srv.get(path, timeout=60)
+            into[key or path] = (r.status, pid_of(r.text))
+        except OSError as e:
+            into[key or path] = (repr(e), None)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def busy_in(srv, process):
+    return [t for t in srv.threads()["threads"] if t.get("process") == process and t["state"] == "busy"]
+
+
+def test_threads_divide_among_processes_and_both_serve(start_server, crashext):
+    """num_threads 5 and a worker's num 3 with processes 2: 5 threads in all, as in one
+    process; the worker's 3 divide 2 and 1, the 2 classic threads 1 and 1.
+    /php_worker/threads says which child runs each thread. Requests are served by both
+    children, in both modes."""
+    srv = start_server("processes-divide", caddyfile(crashext, threads=5, workers=3))
+    snapshot = srv.threads()
+    procs = snapshot["processes"]
+    assert [(p["process"], p["state"]) for p in procs] == [(0, "running"), (1, "running")], procs
+    pids = {p["pid"] for p in procs}
+    assert len(pids) == 2 and srv.proc.pid not in pids
+    by = {}
+    for t in snapshot["threads"]:
+        kind = "classic" if t["pool"] == 0 else "worker"
+        by[(t["process"], kind)] = by.get((t["process"], kind), 0) + 1
+    assert by == {(0, "classic"): 1, (1, "classic"): 1, (0, "worker"): 2, (1, "worker"): 1}, by
+    for path in ("/sleep.php?ms=300", "/w/sleep?ms=300"):
+        answers = {}
+        started = [in_background(srv, path, answers, key=i) for i in range(4)]
+        for t in started:
+            t.join(30)
+        assert [a[0] for a in answers.values()] == [200] * 4, answers
+        assert {a[1] for a in answers.values()} == pids, f"{path}: {answers}"
+    assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("mode,how", [("classic", "segv"), ("classic", "abort"), ("classic", "stack"),
+                                      ("classic", "exit"), ("worker", "segv"), ("worker", "abort")])
+def test_a_crash_costs_only_the_requests_of_its_process(start_server, crashext, mode, how):
+    """One classic and one worker thread per child; in each child one of them busy: a crash in one (a fault, an abort, a C stack
+    overflow, an exit from C). The crashing request gets a 502 and a log line naming it;
+    the requests queued behind it in that child, which no thread had taken, are served by
+    the other; the other child's own request is served. The log line of the death says
+    how it ended and names the PHP code, from the crash trail; the child is replaced."""
+    srv = start_server(f"processes-crash-{mode}-{how}", caddyfile(crashext, threads=4, workers=2))
+    before = running_pids(srv)
+    prefix = "/w/" if mode == "worker" else "/"
+    crash = f"{prefix}crash{'' if mode == 'worker' else '.php'}?ms=600&how={how}"
+    answers = {}
+    jobs = [in_background(srv, crash, answers, key="crash")]
+    assert eventually(lambda: sum(len(busy_in(srv, p)) for p in (0, 1)) == 1)
+    jobs.append(in_background(srv, f"{prefix}sleep{'' if mode == 'worker' else '.php'}?ms=1200", answers, key="slow"))
+    assert eventually(lambda: all(len(busy_in(srv, p)) == 1 for p in (0, 1)))
+    crashing = next(p for p in (0, 1) if "crash" in busy_in(srv, p)[0]["uri"])
+    # Both children busy: each takes two more, which wait in its queue.
+    for i in range(4):
+        jobs.append(in_background(srv, f"{prefix}sleep{'' if mode == 'worker' else '.php'}?ms=10", answers, key=f"queued{i}"))
+    assert eventually(lambda: sum(p["requests"] for p in processes(srv)) == 6)
+    for t in jobs:
+        t.join(60)
+    assert answers.pop("crash") == (502, None)
+    assert all(status == 200 for status, _ in answers.values()), answers
+    survivor = {pid for _, pid in answers.values()}
+    assert len(survivor) == 1 and survivor < before, answers
+    died = srv.wait_log(lambda e: e.get("msg") == DIED)
+    assert len(died) == 1, srv.log_text()[-3000:]
+    d = died[0]
+    assert d["process"] == crashing and d["requests_lost"] == 1 and d["requests_moved"] == 2, d
+    want = {"segv": ("killed by SIGSEGV", 139), "abort": ("killed by SIGABRT", 134), "stack": ("killed by SIGSEGV", 139),
+            "exit": ("exit status 3", 3)}[how]
+    assert (d["how"], d["status"]) == want, d
+    if how != "exit":  # _exit() leaves no trail: no signal
+        assert d["uri"] == crash and d["php_file"].endswith("crash.php" if mode == "classic" else "worker.php"), d
+        assert isinstance(d["php_line"], int) and d["php_line"] > 0, d
+    lost = [e for e in srv.log_entries() if e.get("msg") == LOST]
+    assert [e["uri"] for e in lost] == [crash], lost
+    # Replaced: two children run again, one of them new, and both serve.
+    assert eventually(lambda: len(running_pids(srv)) == 2 and running_pids(srv) != before, timeout=15)
+    assert srv.threads()["process_crashes"] == 1
+    assert all(http_get(srv.port, "/sleep.php")[0] == 200 for _ in range(10))
+    assert srv.stop() == 0
+
+
+def test_sigkill_of_a_process_under_load_loses_only_its_running_requests(start_server, crashext):
+    """Four clients in a loop, classic and worker requests, while one child gets SIGKILL
+    from outside (as the OOM killer sends): every answer is a 200 but those the log
+    counts as lost with the dead child, and answers never stop while it is replaced."""
+    srv = start_server("processes-sigkill", caddyfile(crashext, threads=8, workers=4))
+    victim = processes(srv)[0]["pid"]
+    load = Load(srv, ["/sleep.php?ms=20", "/w/sleep?ms=20", "/sleep.php?ms=5", "/w/sleep?ms=5"])
+    time.sleep(1.5)
+    killed = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    assert eventually(lambda: len(running_pids(srv)) == 2 and victim not in running_pids(srv), timeout=15)
+    time.sleep(1.0)
+    answers = load.stop()
+    died = srv.wait_log(lambda e: e.get("msg") == DIED)
+    assert len(died) == 1 and died[0]["how"] == "killed by SIGKILL" and died[0]["status"] == 137, died
+    bad = [a for a in answers if a[1] != 200]
+    assert all(a[1] == 502 for a in bad), bad
+    assert len(bad) == died[0]["requests_lost"], (bad, died)
+    assert len([e for e in srv.log_entries() if e.get("msg") == LOST]) == len(bad)
+    # No gap: answers kept coming right after the kill, from the other child.
+    after = sorted(t for t, status, _ in answers if status == 200 and t > killed)
+    assert after and after[0] - killed < 0.5, after[:3]
+    assert max(b - a for a, b in zip(after, after[1:])) < 0.5
+    assert len({pid for t, status, pid in answers if status == 200 and t < killed}) == 2
+    assert srv.stop() == 0
+
+
+def test_a_crash_loop_backs_off_while_the_other_process_serves(start_server, crashext):
+    """A child killed each time it comes back: the pause before its replacement doubles
+    each time, and the other child serves every request meanwhile."""
+    srv = start_server("processes-loop", caddyfile(crashext, threads=4, workers=2))
+    load = Load(srv, ["/sleep.php?ms=2"])
+    pauses = []
+    for round in range(4):
+        assert eventually(lambda: len(running_pids(srv)) == 2, timeout=20)
+        victim = next(p["pid"] for p in processes(srv) if p["process"] == 0)
+        os.kill(victim, signal.SIGKILL)
+        died = srv.wait_log(lambda e: e.get("msg") == DIED, count=round + 1, timeout=10)
+        assert len(died) == round + 1, srv.log_text()[-3000:]
+        pauses.append(died[round]["restart_in"])
+    answers = load.stop()
+    assert pauses == sorted(pauses) and pauses[-1] >= 4 * pauses[0], pauses
+    lost = sum(d["requests_lost"] for d in srv.wait_log(lambda e: e.get("msg") == DIED, count=4))
+    assert sum(1 for a in answers if a[1] != 200) == lost and all(a[1] in (200, 502) for a in answers)
+    assert sum(1 for a in answers if a[1] == 200) > 50
+    assert srv.threads()["process_crashes"] == 4
+    status, metrics = srv.admin("GET", "/metrics")
+    assert "php_worker_process_crashes_total 4" in metrics, metrics[-500:]
+    assert srv.stop() == 0
+
+
+def test_a_background_worker_runs_once_in_all_processes_and_its_crash_is_contained(start_server, crashext, tmp_path):
+    """A background worker of num 1 runs in one child, not in each. When it crashes its
+    process, only the HTTP requests running there are lost, the other child serves, and
+    the new child runs the background worker again."""
+    marker = tmp_path / "background.txt"
+    extra = f"""\t\tbackground {{
+			file {APP}/background.php
+			env MARKER {marker}
+			env CRASH_AFTER_MS 1500
+		}}"""
+    srv = start_server("processes-background", caddyfile(crashext, threads=4, workers=2, extra=extra))
+    snapshot = srv.threads()
+    background = [p["id"] for p in snapshot["pools"] if p["kind"] == "background"]
+    assert len(background) == 1, snapshot["pools"]
+    assert len([t for t in snapshot["threads"] if t["pool"] == background[0]]) == 1, snapshot["threads"]
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"])
+    died = srv.wait_log(lambda e: e.get("msg") == DIED, count=2, timeout=30)
+    answers = load.stop()
+    assert len(died) >= 2, srv.log_text()[-3000:]
+    assert died[0]["php_file"].endswith("background.php"), died[0]
+    # The HTTP requests the crashed child was running at that moment are the only losses.
+    assert all(a[1] in (200, 502) for a in answers), [a for a in answers if a[1] not in (200, 502)]
+    assert sum(1 for a in answers if a[1] == 502) == sum(d["requests_lost"] for d in died), died
+    pids = [int(x) for x in marker.read_text().split()]
+    assert len(pids) >= 2 and len(set(pids)) == len(pids), pids  # one copy at a time, in a new process each time
+    srv.stop()
+
+
+def test_reloads_change_processes_with_no_failed_request(start_server, crashext):
+    """Under load, a reload from processes 2 to 3, then to 1, then to 2: no request fails."""
+    srv = start_server("processes-reload", caddyfile(crashext, threads=4, workers=2))
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"])
+    for n in (3, 1, 2):
+        text = caddyfile(crashext, processes=n, threads=4, workers=2)(srv.port, srv.admin_port)
+        status, body = srv.admin("POST", "/load", body=text.encode(), headers={"Content-Type": "text/caddyfile"})
+        assert status == 200, body
+        if n > 1:
+            assert eventually(lambda: len(running_pids(srv)) == n, timeout=30)
+        else:
+            assert eventually(lambda: "processes" not in srv.threads(), timeout=30)
+        time.sleep(0.5)
+    answers = load.stop()
+    assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert srv.stop() == 0
+
+
+def test_a_crash_in_a_process_does_not_end_pid_1(tmp_path, crashext):
+    """As a container's PID 1 (unshare --pid --fork), with processes 2: a crash in a child
+    costs its request and the child; the server serves on, and SIGTERM ends it with 0."""
+    port, admin = free_port(), free_port()
+    (tmp_path / "Caddyfile").write_text(caddyfile(crashext)(port, admin))
+    log = open(tmp_path / "caddy.log", "wb")
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", str(CADDY), "run", "--config",
+                             str(tmp_path / "Caddyfile"), "--adapter", "caddyfile"], stdout=log, stderr=subprocess.STDOUT,
+                            cwd=str(REPO), env=dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path),
+                                                    XDG_DATA_HOME=str(tmp_path)))
+    try:
+        assert eventually(lambda: http_ok(port, "/sleep.php"), timeout=30), \
+            (tmp_path / "caddy.log").read_text()[-2000:]
+        assert http_get(port, "/crash.php?how=segv")[0] == 502
+        assert eventually(lambda: DIED in (tmp_path / "caddy.log").read_text())
+        assert all(http_get(port, "/sleep.php")[0] == 200 for _ in range(20))
+        assert proc.poll() is None
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(children[0]), signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
