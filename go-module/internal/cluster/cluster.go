@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpprofile"
 )
 
 // Options are a cluster's fixed settings.
@@ -405,13 +406,76 @@ func (c *Cluster) PoolWaiting(id uint32) int {
 	return int(n.Load())
 }
 
-var errNotAcrossProcesses = errors.New("the profiler does not run with processes above 1 yet")
+// ProfileStart starts a profile in every child; if one cannot, none profiles.
+func (c *Cluster) ProfileStart(hz int, cpu bool) error {
+	var started []*proc
+	var mu sync.Mutex
+	err := c.each(func(p *proc) error {
+		_, err := p.call(call{Op: opProfileStart, N: hz, CPU: cpu})
+		if err == nil {
+			mu.Lock()
+			started = append(started, p)
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		for _, p := range started {
+			_, _ = p.call(call{Op: opProfileStop})
+		}
+	}
+	return err
+}
 
-// ProfileStart is refused: profiles are per process, and merging them is not done.
-func (c *Cluster) ProfileStart(hz int, cpu bool) error { return errNotAcrossProcesses }
+// ProfileStop ends the children's profiles and merges them into one, in the JSON of
+// php_worker_profile_stop. A child that died meanwhile took its part with it; the
+// profile says how many.
+func (c *Cluster) ProfileStop() ([]byte, error) {
+	var mu sync.Mutex
+	var parts [][]byte
+	err := c.each(func(p *proc) error {
+		raw, err := p.call(call{Op: opProfileStop})
+		if err == nil {
+			mu.Lock()
+			parts = append(parts, raw)
+			mu.Unlock()
+		}
+		return err
+	})
+	if len(parts) == 0 {
+		if err == nil {
+			err = errors.New("no PHP process runs")
+		}
+		return nil, err
+	}
+	return mergeProfiles(parts)
+}
 
-// ProfileStop is refused, as ProfileStart is.
-func (c *Cluster) ProfileStop() ([]byte, error) { return nil, errNotAcrossProcesses }
+// mergeProfiles joins the children's profiles: their frames one after the other, each
+// child's stacks pointing into its own.
+func mergeProfiles(parts [][]byte) ([]byte, error) {
+	var out phpprofile.Data
+	for i, raw := range parts {
+		var d phpprofile.Data
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("reading a PHP process's profile: %w", err)
+		}
+		if i == 0 {
+			out.Hz, out.Mode = d.Hz, d.Mode
+		}
+		out.DurationNs = max(out.DurationNs, d.DurationNs)
+		out.Dropped += d.Dropped
+		base := len(out.Frames)
+		out.Frames = append(out.Frames, d.Frames...)
+		for _, s := range d.Samples {
+			for k := range s.Stack {
+				s.Stack[k] += base
+			}
+			out.Samples = append(out.Samples, s)
+		}
+	}
+	return json.Marshal(out)
+}
 
 // RunJob runs a scheduled job's script once, in one child.
 func (c *Cluster) RunJob(spec []byte) (core.JobOutcome, error) {
@@ -426,6 +490,40 @@ func (c *Cluster) RunJob(spec []byte) (core.JobOutcome, error) {
 		err = json.Unmarshal(raw, &out)
 	}
 	return out, err
+}
+
+// Roll restarts the children one at a time with new engine settings (a php_ini change):
+// a new child starts in a slot, boots the workers, and takes the slot's share of the
+// requests; then the old one drains and ends. Capacity never drops to nothing. When
+// the first new child cannot start (PHP refuses the settings) the old children go on
+// with the old settings, and the error says why.
+func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
+	c.mu.Lock()
+	previous := c.opts.Settings
+	c.opts.Settings = settings
+	c.mu.Unlock()
+	var errs []error
+	for i := range c.opts.Processes {
+		p, err := c.spawn(i)
+		if err != nil {
+			if i == 0 {
+				c.mu.Lock()
+				c.opts.Settings = previous
+				c.mu.Unlock()
+				return err
+			}
+			errs = append(errs, err) // its slot keeps its old child, or is being replaced
+			continue
+		}
+		c.mu.Lock()
+		old := c.procs[i]
+		c.procs[i] = p
+		c.mu.Unlock()
+		if old != nil {
+			old.retire(grace)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Shutdown drains every child (up to grace, as core.Engine.Shutdown) and ends them.

@@ -13,8 +13,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/php-worker/php_worker/go-module/internal/phpprofile"
 
 	"github.com/php-worker/php_worker/go-module/internal/core"
 )
@@ -282,4 +285,32 @@ func fieldPaths(v any) []string {
 	walk("", v)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+func TestProfilesOfTheChildrenMergeIntoOne(t *testing.T) {
+	a := `{"hz":100,"mode":"wall","duration_ns":5,"frames":[{"function":"a","file":"/a.php","line":1},{"function":"{main}","file":"/a.php","line":9}],"samples":[{"stack":[0,1],"worker":"","route":"/a","kind":"classic","count":2,"weight":20}],"dropped":1}`
+	b := `{"hz":100,"mode":"wall","duration_ns":7,"frames":[{"function":"b","file":"/b.php","line":3}],"samples":[{"stack":[0],"worker":"w","route":"/b","kind":"worker","count":1,"weight":10}],"dropped":2}`
+	raw, err := mergeProfiles([][]byte{[]byte(a), []byte(b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d phpprofile.Data
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Hz != 100 || d.Mode != "wall" || d.DurationNs != 7 || d.Dropped != 3 || len(d.Frames) != 3 || len(d.Samples) != 2 {
+		t.Fatalf("merged %+v", d)
+	}
+	if got := d.Frames[d.Samples[1].Stack[0]].Function; got != "b" {
+		t.Errorf("the second child's sample points at %q, want b", got)
+	}
+	if got := d.Frames[d.Samples[0].Stack[1]].Function; got != "{main}" {
+		t.Errorf("the first child's sample points at %q, want {main}", got)
+	}
+	if _, err := phpprofile.Build(raw, time.Now()); err != nil {
+		t.Errorf("the merged profile does not build: %v", err)
+	}
+	if _, err := mergeProfiles([][]byte{[]byte("{")}); err == nil {
+		t.Error("a broken part merged")
+	}
 }

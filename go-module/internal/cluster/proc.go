@@ -486,6 +486,23 @@ func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
 	}
 }
 
+// retire ends a child that a new one replaced: it takes no new request, finishes those
+// it holds (up to grace, as a shutdown), and ends.
+func (p *proc) retire(grace time.Duration) {
+	p.alive.Store(false)
+	deadline := time.Now().Add(grace)
+	for p.load.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.mu.Lock()
+	dead := p.dead
+	p.mu.Unlock()
+	if !dead {
+		_, _ = p.call(call{Op: opShutdown, MS: max(0, time.Until(deadline).Milliseconds())})
+	}
+	p.stop()
+}
+
 // kill ends the child at once.
 func (p *proc) kill() {
 	if p.cmd.Process != nil {

@@ -175,9 +175,21 @@ func (r *engineRef) get() Engine {
 }
 
 // sameEngine tells whether an engine started for the running one's plan would run
-// as p asks.
+// as p asks, or can be brought to by a rolling restart of its processes.
 func (rt *Runtime) sameEngine(p *Plan) bool {
-	return p.Settings.Equal(rt.settings) && max(1, p.Processes) == rt.procs
+	return max(1, p.Processes) == rt.procs && (p.Settings.Equal(rt.settings) || rt.rolls())
+}
+
+// roller is an engine of several processes that restarts them one at a time with new
+// settings (cluster.Cluster).
+type roller interface {
+	Roll(settings []byte, grace time.Duration) error
+}
+
+// rolls tells whether the running engine takes new settings by a rolling restart.
+func (rt *Runtime) rolls() bool {
+	_, ok := rt.engine.Load().get().(roller)
+	return ok
 }
 
 // MaxStuck is the running config's max_stuck_threads (0 when the deadline is off).
@@ -272,8 +284,11 @@ func (rt *Runtime) commit() {
 	p, e := rt.pending, rt.engine.Load().get()
 	rt.current, rt.pending = p, nil
 	if !rt.sameEngine(p) {
-		rt.Logger().Info("php_ini or processes changed: restarting PHP; requests wait for it",
-			zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)), zap.Int("processes", max(1, p.Processes)))
+		msg := "php_ini changed: restarting PHP; requests wait for it"
+		if max(1, p.Processes) != rt.procs {
+			msg = "processes changed: restarting PHP; requests wait for it"
+		}
+		rt.Logger().Info(msg, zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)), zap.Int("processes", max(1, p.Processes)))
 		rt.shutdownEngine(p.Grace)
 		if err := rt.boot(p); err != nil {
 			rt.Logger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
@@ -296,6 +311,9 @@ func (rt *Runtime) commit() {
 		}
 	}
 	rt.commitSpecs(p)
+	if !p.Settings.Equal(rt.settings) {
+		rt.roll(e.(roller), p)
+	}
 	e.ConfigureStores(p.SharedStore, p.LocalStore)
 	if err := e.Autoscale(p.MaxThreads, p.MaxIdle); err != nil {
 		rt.Logger().Error("setting autoscaling", zap.Error(err))
@@ -309,6 +327,22 @@ func (rt *Runtime) commit() {
 	}
 	rt.Logger().Info("new config active", zap.Int("classic_threads", p.Classic), zap.Int("max_threads", p.MaxThreads),
 		zap.Int("workers", len(p.Workers)))
+}
+
+// roll restarts PHP's processes one at a time with p's php_ini; the workers the plan
+// activated boot in each new process.
+func (rt *Runtime) roll(r roller, p *Plan) {
+	settings, err := p.Settings.JSON()
+	if err == nil {
+		rt.Logger().Info("php_ini changed: restarting PHP's processes one at a time",
+			zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)))
+		err = r.Roll(settings, p.Grace)
+	}
+	if err != nil {
+		rt.Logger().Error("PHP does not start with the new php_ini; its processes keep the previous one", zap.Error(err))
+		return
+	}
+	rt.settings = p.Settings
 }
 
 func (rt *Runtime) commitSpecs(p *Plan) {
