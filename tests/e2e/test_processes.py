@@ -260,6 +260,29 @@ def test_a_background_worker_runs_once_in_all_processes_and_its_crash_is_contain
     srv.stop()
 
 
+def test_the_profile_covers_every_process(start_server, crashext, tmp_path):
+    """GET /php_worker/profile with processes 2: one pprof profile, merged from both
+    children. Two spinning requests, one per child (each goes to the least busy), both
+    show up in it."""
+    from test_profile import admin_get, labels, top_rows
+    srv = start_server("processes-profile", caddyfile(crashext))
+    answers = {}
+    jobs = [in_background(srv, "/spin.php?s=2.5", answers)]
+    assert eventually(lambda: sum(p["requests"] for p in processes(srv)) == 1)
+    jobs.append(in_background(srv, "/w/spin?s=2.5", answers))
+    assert eventually(lambda: all(p["requests"] == 1 for p in processes(srv)))
+    status, body = admin_get(srv, "/php_worker/profile?seconds=1")
+    for t in jobs:
+        t.join(30)
+    assert status == 200, body[:500]
+    out = tmp_path / "merged.pprof"
+    out.write_bytes(body)
+    assert labels(out)["route"] == {"/spin.php", "/w/spin"}
+    assert sum(r[0] for r in top_rows(out) if r[1] == "spin") > 50
+    assert {a[0] for a in answers.values()} == {200}
+    assert srv.stop() == 0
+
+
 def test_reloads_change_processes_with_no_failed_request(start_server, crashext):
     """Under load, a reload from processes 2 to 3, then to 1, then to 2: no request fails."""
     srv = start_server("processes-reload", caddyfile(crashext, threads=4, workers=2))
@@ -275,6 +298,32 @@ def test_reloads_change_processes_with_no_failed_request(start_server, crashext)
         time.sleep(0.5)
     answers = load.stop()
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert srv.stop() == 0
+
+
+def test_a_php_ini_reload_restarts_processes_one_at_a_time(start_server, crashext):
+    """Under load, a reload that changes php_ini: the children are replaced one at a time
+    (a new one boots before an old one drains), so no request fails or waits for PHP to
+    start again, and every new child runs the new setting."""
+    srv = start_server("processes-roll", caddyfile(crashext))
+    before = running_pids(srv)
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5", "/sleep.php?ms=50"])
+    time.sleep(0.5)
+    text = caddyfile(crashext, extra="\t\tphp_ini max_input_vars 1234")(srv.port, srv.admin_port)
+    status, body = srv.admin("POST", "/load", body=text.encode(), headers={"Content-Type": "text/caddyfile"})
+    assert status == 200, body
+    assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=30)
+    time.sleep(0.5)
+    answers = load.stop()
+    assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    seen = {}
+    for _ in range(20):
+        r = srv.get("/ini.php?key=max_input_vars").json()
+        seen[r["pid"]] = r["value"]
+    assert seen == {pid: "1234" for pid in running_pids(srv)}, seen
+    log = srv.log_text()
+    assert "restarting PHP's processes one at a time" in log
+    assert "requests wait for it" not in log, "PHP stopped as a whole"
     assert srv.stop() == 0
 
 
