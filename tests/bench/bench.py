@@ -116,6 +116,20 @@ def cpu_seconds(pids):
     return total / CLK_TCK
 
 
+def pss_mb(pids):
+    """The proportional set size of pids: pages shared between them (the binary's text,
+    shared memory) counted once in all, where RSS counts them in each."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total / 2**20
+
+
 def rss_mb(pids):
     total = 0
     for pid in pids:
@@ -174,8 +188,9 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None, admin=False):
+                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None, admin=False, processes=1):
         super().__init__()
+        self.processes = processes  # PHP in this many child processes (the processes option)
         self.ini = ini or {}  # php_ini settings over the defaults
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
         self.unbuffered = unbuffered  # response_buffer off
@@ -223,6 +238,7 @@ class PhpWorker(Server):
         ini_lines = "".join(f"\t\tphp_ini {k} {v}\n" for k, v in self.ini.items())
         buffering = "\t\tresponse_buffer off\n" if self.unbuffered else ""
         buffering += "\t\trequest_buffer off\n" if self.unbuffered_requests else ""
+        buffering += f"\t\tprocesses {self.processes}\n" if self.processes > 1 else ""
         (d / "Caddyfile").write_text(f"""{{
 	{admin}
 	persist_config off
@@ -1362,6 +1378,55 @@ def workload_io(q, pg, variant):
     return {"variant": variant, "results": results}
 
 
+def workload_processes(q):
+    """`processes 2` against `processes 1`: hello world and the Laravel page in worker mode
+    (4 threads), the same rounds visiting each in turn; the hand-over to a child process
+    is on every request. Then the memory an added child costs, once warm."""
+    env = {"LARAVEL_CACHE_DIR": str(WORK / "laravel-processes")}
+    pairs = [
+        ("hello world", "/", is_hello, 64, [], [PhpWorker("hello", threads=4, worker="worker.php", processes=n,
+                                                          label=f"hello, worker, 4 threads, processes {n}") for n in (1, 2)]),
+        ("Laravel page", LARAVEL_PAGE, is_laravel_page, 32, None,
+         [PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", processes=n,
+                    env=dict(env, LARAVEL_CACHE_DIR=str(WORK / f"laravel-processes-{n}")),
+                    label=f"Laravel 8, worker, 4 threads, processes {n}") for n in (1, 2)]),
+    ]
+    out = []
+    for what, path, probe, conns, extra, servers in pairs:
+        runs = [Run(server, path, probe) for server in servers]
+        for run in runs:
+            run.__enter__()
+        try:
+            extras = {s.name: extra if extra is not None else ("-H", f"Cookie: {session_cookie(s)}") for s in servers}
+            for server in servers:
+                oha(server, path, conns=conns, duration=1 if q else 3, extra=extras[server.name])
+            peaks = {s.name: [] for s in servers}
+            for i in range(1 if q else ROUNDS):
+                for server in round_order(servers, i):
+                    r = oha(server, path, conns=conns, duration=q.short if q else ROUND_SECONDS, extra=extras[server.name])
+                    check_answered(r, server.name)
+                    peaks[server.name].append(r)
+            rows = []
+            for server in servers:
+                ordered = sorted(peaks[server.name], key=lambda r: r["ok_rps"])
+                peak = ordered[len(ordered) // 2]
+                rows.append({"server": server.name, "processes": server.processes, "rps": peak["ok_rps"],
+                             "rounds": [r["ok_rps"] for r in ordered],
+                             "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
+                             "rss_mb": rss_mb(server.pids()), "pss_mb": pss_mb(server.pids())})
+                log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {rows[-1]['cpu_us']:,.0f} µs of CPU "
+                    f"per request, {rows[-1]['pss_mb']:.0f} MB PSS ({rows[-1]['rss_mb']:.0f} MB RSS)")
+            one, two = rows
+            log(f"  {what}: processes 2 at {100 * two['rps'] / one['rps']:.0f}% of processes 1 in throughput, "
+                f"{100 * one['cpu_us'] / two['cpu_us']:.0f}% in CPU per request; "
+                f"{two['pss_mb'] - one['pss_mb']:.0f} MB (PSS) for the added child")
+            out.append({"workload": what, "rows": rows})
+        finally:
+            for run in runs:
+                run.__exit__(None, None, None)
+    return out
+
+
 def workload_memory(q, peer=None):
     """RSS with 1, 4 and 16 worker threads; RSS drift over 200,000 requests. With a peer,
     FrankenPHP's RSS with 4 and 16 worker threads, measured the same way. The cost of an
@@ -1797,6 +1862,21 @@ def write_results(results, elapsed):
             w("\n".join(laravel["top"]))
             w("```")
         w("")
+    if results.get("processes"):
+        w("## 10. processes 2 against processes 1\n")
+        w("Worker mode, 4 PHP threads (2 per child with `processes 2`), the same rounds visiting each in turn; "
+          "CPU is the whole process tree's. Memory is the tree's proportional set size once warm (pages the "
+          "processes share, such as the binary's code, counted once): the difference is what the added child "
+          "costs (its own PHP, OPcache and APCu).\n")
+        w("| workload | processes | req/s (median) | rounds | CPU µs per request | PSS MB | vs processes 1 |")
+        w("|---|---:|---:|---|---:|---:|---:|")
+        for pair in results["processes"]:
+            one = pair["rows"][0]
+            for r in pair["rows"]:
+                ratio = f"{100 * r['rps'] / one['rps']:.0f}% req/s, {100 * one['cpu_us'] / r['cpu_us']:.0f}% CPU"
+                w(f"| {pair['workload']} | {r['processes']} | {fmt(r['rps'])} | {' · '.join(fmt(x) for x in r['rounds'])} "
+                  f"| {r['cpu_us']:.0f} | {r['pss_mb']:.0f} | {ratio if r is not one else '–'} |")
+        w("")
     w("## Targets\n")
     w(targets(results))
     w(analysis(results))
@@ -2097,7 +2177,7 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
-WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads", "profiler"]
+WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads", "profiler", "processes"]
 
 
 class Quick:
@@ -2183,6 +2263,9 @@ def main():
     if "profiler" in selected:
         log("== the profiler's cost")
         results["profiler"] = workload_profiler(q)
+    if "processes" in selected:
+        log("== processes 2 against 1")
+        results["processes"] = workload_processes(q)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
     # A quick pass keeps its own file: --report-only documents the last full run.
