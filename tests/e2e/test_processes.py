@@ -74,7 +74,7 @@ class Load:
 
 
 def pid_of(text):
-    return int(text[4:]) if text.startswith("pid=") else None
+    return int(text[4:].split()[0]) if text.startswith("pid=") else None
 
 
 def http_ok(port, path):
@@ -258,6 +258,69 @@ def test_a_background_worker_runs_once_in_all_processes_and_its_crash_is_contain
     pids = [int(x) for x in marker.read_text().split()]
     assert len(pids) >= 2 and len(set(pids)) == len(pids), pids  # one copy at a time, in a new process each time
     srv.stop()
+
+
+def test_a_crash_in_a_task_thread_costs_the_request_that_waited_for_it(start_server, crashext):
+    """Task workers run in every child, and a request's tasks run in its own child. A
+    task that crashes its process: the request waiting for it gets a 502, the other
+    child serves on, and the replacement runs tasks again."""
+    extra = f"""\t\ttask_worker {{
+			file {APP}/tasks.php
+			name tasks
+			num 2
+		}}"""
+    srv = start_server("processes-task", caddyfile(crashext, threads=6, workers=2, extra=extra))
+    r = srv.get("/task.php?payload=hello")
+    assert r.status == 200 and r.text.split()[1] == f"task={pid_of(r.text)}", r.text
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"])
+    time.sleep(0.5)
+    assert srv.get("/task.php?payload=crash").status == 502
+    died = srv.wait_log(lambda e: e.get("msg") == DIED)
+    assert len(died) == 1 and died[0]["php_function"] == "pw_crash" and died[0]["php_file"].endswith("tasks.php"), died
+    assert eventually(lambda: len(running_pids(srv)) == 2, timeout=15)
+    time.sleep(0.3)
+    answers = load.stop()
+    assert all(a[1] in (200, 502) for a in answers)
+    assert sum(1 for a in answers if a[1] == 502) == died[0]["requests_lost"] - 1, (died, answers[-5:])
+    for _ in range(6):
+        r = srv.get("/task.php?payload=hello")
+        assert r.status == 200 and pid_of(r.text) in running_pids(srv), r.text
+    assert srv.stop() == 0
+
+
+def test_a_crash_during_a_rolling_reload(start_server, crashext):
+    """A child killed while a php_ini reload replaces the children one at a time: the
+    reload still ends with every slot running a child on the new settings, and the only
+    requests lost are those the log counts with the death."""
+    srv = start_server("processes-roll-crash", caddyfile(crashext))
+    before = processes(srv)
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5", "/sleep.php?ms=30"])
+    time.sleep(0.5)
+    text = caddyfile(crashext, extra="\t\tphp_ini max_input_vars 4321")(srv.port, srv.admin_port)
+    result = {}
+
+    def reload():
+        result["load"] = srv.admin("POST", "/load", body=text.encode(), headers={"Content-Type": "text/caddyfile"})
+    reloading = threading.Thread(target=reload, daemon=True)
+    reloading.start()
+    # Once the first slot runs its new child, kill the second slot's old one.
+    old = {p["pid"] for p in before}
+    assert eventually(lambda: bool(running_pids(srv) - old), timeout=30)
+    os.kill(before[1]["pid"], signal.SIGKILL)
+    reloading.join(60)
+    assert result["load"][0] == 200, result
+    assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & old, timeout=30)
+    time.sleep(0.5)
+    answers = load.stop()
+    died = [e for e in srv.log_entries() if e.get("msg") == DIED]
+    assert all(a[1] in (200, 502) for a in answers), [a for a in answers if a[1] not in (200, 502)][:5]
+    assert sum(1 for a in answers if a[1] == 502) == sum(d["requests_lost"] for d in died), (died, answers[-5:])
+    seen = {}
+    for _ in range(20):
+        r = srv.get("/ini.php?key=max_input_vars").json()
+        seen[r["pid"]] = r["value"]
+    assert seen == {pid: "4321" for pid in running_pids(srv)}, seen
+    assert srv.stop() == 0
 
 
 def test_the_profile_covers_every_process(start_server, crashext, tmp_path):
