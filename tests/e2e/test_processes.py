@@ -323,6 +323,52 @@ def test_a_crash_during_a_rolling_reload(start_server, crashext):
     assert srv.stop() == 0
 
 
+def test_debugged_requests_run_in_a_process_of_their_own(start_server, crashext):
+    """A debug trigger makes a worker request run in a request of its own; with processes
+    above 1 it runs in a child of its own, started at the first such request: a debugger
+    or profiler extension that crashes takes only the debugged request with it."""
+    srv = start_server("processes-debug", caddyfile(crashext, extra="\t\tdebug_triggers PW_DEBUG"))
+    children = running_pids(srv)
+    r = srv.get("/w/sleep?PW_DEBUG=1")
+    assert r.status == 200, r.text
+    debug_pid = pid_of(r.text)
+    assert debug_pid not in children
+    procs = processes(srv)
+    assert [(p["process"], p["pid"]) for p in procs][-1] == (2, debug_pid), procs
+    assert srv.get("/w/sleep?PW_DEBUG=1").text == r.text, "the same child serves the next one"
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"])
+    assert srv.get("/w/crash?PW_DEBUG=1&how=segv").status == 502
+    died = srv.wait_log(lambda e: e.get("msg", "").startswith("the PHP process of debugged requests died"))
+    assert len(died) == 1 and died[0]["requests_lost"] == 1 and died[0]["php_file"].endswith("worker.php"), died
+    r = srv.get("/w/sleep?PW_DEBUG=1")
+    assert r.status == 200 and pid_of(r.text) not in children | {debug_pid}, r.text
+    answers = load.stop()
+    assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert {p["pid"] for p in processes(srv)[:2]} == children, "the other children live on"
+    assert not [e for e in srv.log_entries() if e.get("msg") == DIED]
+    assert srv.stop() == 0
+
+
+def test_max_wait_time_withdraws_queued_requests_from_a_process(start_server, crashext):
+    """max_wait_time with processes 2: a request queued in a child whose threads stay
+    busy is withdrawn from it and answered 503 with Retry-After; the busy requests finish
+    with 200, and the children serve on."""
+    srv = start_server("processes-wait", caddyfile(crashext, extra="\t\tmax_wait_time 300ms"))
+    answers = {}
+    jobs = [in_background(srv, "/sleep.php?ms=1500", answers, key=f"busy{i}") for i in range(2)]
+    assert eventually(lambda: sum(len(busy_in(srv, p)) for p in (0, 1)) == 2)
+    started = time.monotonic()
+    waits = [srv.get("/sleep.php?ms=1") for _ in range(2)]
+    assert [r.status for r in waits] == [503, 503] and all(r.header("Retry-After") for r in waits)
+    assert time.monotonic() - started < 1.4, "withdrawn at max_wait_time, not when a thread came free"
+    for t in jobs:
+        t.join(30)
+    assert {k: v[0] for k, v in answers.items()} == {"busy0": 200, "busy1": 200}
+    assert all(srv.get("/sleep.php").status == 200 for _ in range(6))
+    assert not [e for e in srv.log_entries() if e.get("msg") == DIED]
+    assert srv.stop() == 0
+
+
 def test_the_profile_covers_every_process(start_server, crashext, tmp_path):
     """GET /php_worker/profile with processes 2: one pprof profile, merged from both
     children. Two spinning requests, one per child (each goes to the least busy), both

@@ -68,15 +68,25 @@ type Cluster struct {
 		grace    time.Duration
 		maxStuck int
 	}
-	pools   map[uint32]*pool
-	crashes atomic.Uint64
-	next    atomic.Uint64 // round robin among equally loaded children
+	pools map[uint32]*pool
+	// debug is the child of debugged requests (debug triggers), started at the first
+	// one and again after it ends: a debugger or profiler extension that crashes takes
+	// only the debugged request with it. Guarded by mu; debugStart serializes starts.
+	debug      *proc
+	debugStart sync.Mutex
+	crashes    atomic.Uint64
+	// replacing counts the replacements under way; stopped ends their pauses.
+	replacing sync.WaitGroup
+	stopped   chan struct{}
+	stopOnce  sync.Once
+	next      atomic.Uint64 // round robin among equally loaded children
 }
 
 // pool is a worker pool as the cluster knows it: the spec its children boot, and its
 // generations, numbered by the cluster (each child numbers its own).
 type pool struct {
 	spec       []byte            // what a child started now boots
+	specGen    uint32            // the generation spec is: a child started now runs it
 	staged     map[uint32][]byte // the specs of staged generations, until activated
 	generation uint32
 }
@@ -93,15 +103,20 @@ func New(opts Options) (*Cluster, error) {
 		}
 		opts.Command = []string{exe, ChildCommand}
 	}
-	c := &Cluster{opts: opts, pools: map[uint32]*pool{}}
+	c := &Cluster{opts: opts, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
 	c.procs = make([]*proc, opts.Processes)
 	var first error
 	for i := range c.procs {
 		p, err := c.spawn(i)
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
 		}
-		c.procs[i] = p
+		c.mu.Lock()
+		c.install(i, p)
+		c.mu.Unlock()
 	}
 	if first != nil {
 		c.Shutdown(0)
@@ -291,8 +306,11 @@ func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, er
 	}
 	pl.generation++
 	g := pl.generation
-	if spec != nil && activate {
-		pl.spec = spec
+	if activate {
+		if spec != nil {
+			pl.spec = spec
+		}
+		pl.specGen = g
 	} else if spec != nil {
 		if pl.staged == nil {
 			pl.staged = map[uint32][]byte{}
@@ -330,22 +348,40 @@ func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, er
 // ActivatePool makes a staged generation take requests in every child.
 func (c *Cluster) ActivatePool(id, generation uint32) error {
 	c.mu.Lock()
+	var spec []byte
 	if pl := c.pools[id]; pl != nil {
-		if spec, ok := pl.staged[generation]; ok {
-			pl.spec = spec
+		if s, ok := pl.staged[generation]; ok {
+			pl.spec = s
 			delete(pl.staged, generation)
 		}
+		pl.specGen, spec = generation, pl.spec
 	}
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
 		c.mu.Lock()
 		own, ok := p.generations[id][generation]
+		stale := !ok && p.pools[id] && p.base[id] < generation
 		c.mu.Unlock()
-		if !ok {
-			return nil // a child started after the generation was staged runs the newest spec
+		if ok {
+			_, err := p.call(call{Op: opActivatePool, Pool: id, Generation: own})
+			return err
 		}
-		_, err := p.call(call{Op: opActivatePool, Pool: id, Generation: own})
-		return err
+		if !stale || spec == nil {
+			return nil
+		}
+		// Started while the generation was staged, this child booted the spec before
+		// it: it restarts on this one now.
+		raw, err := p.call(call{Op: opRestartPool, Pool: id, Spec: c.specShare(spec, p.slot), Activate: true})
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, &own); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		p.mapGeneration(id, generation, own)
+		c.mu.Unlock()
+		return nil
 	})
 }
 
@@ -505,6 +541,11 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 	var errs []error
 	for i := range c.opts.Processes {
 		p, err := c.spawn(i)
+		for try := 0; err != nil && i > 0 && try < 2; try++ {
+			// The settings started a child already: this failure is the moment's.
+			time.Sleep(200 * time.Millisecond)
+			p, err = c.spawn(i)
+		}
 		if err != nil {
 			if i == 0 {
 				c.mu.Lock()
@@ -517,24 +558,59 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 		}
 		c.mu.Lock()
 		old := c.procs[i]
-		c.procs[i] = p
+		c.install(i, p)
 		c.mu.Unlock()
 		if old != nil {
 			old.retire(grace)
 		}
 	}
+	// The child of debugged requests ends too: the next one starts with the new settings.
+	c.mu.Lock()
+	debug := c.debug
+	c.debug = nil
+	c.mu.Unlock()
+	if debug != nil {
+		debug.retire(grace)
+	}
 	return errors.Join(errs...)
+}
+
+// install puts a started child in its slot; one that died before (its death found
+// no slot to leave) is replaced as if it died now. The cluster's mu is held.
+func (c *Cluster) install(slot int, p *proc) {
+	c.procs[slot] = p
+	if !p.alive.Load() && !c.stopping.Load() {
+		c.startReplace(slot, p, p.backoff)
+	}
+}
+
+// startReplace starts the replacement of a dead child, unless the cluster stops;
+// Shutdown waits for it. The cluster's mu is held, so no replacement starts once
+// Shutdown waits.
+func (c *Cluster) startReplace(slot int, dead *proc, backoff time.Duration) {
+	if c.stopping.Load() {
+		return
+	}
+	c.replacing.Add(1)
+	go c.replace(slot, dead, backoff)
 }
 
 // Shutdown drains every child (up to grace, as core.Engine.Shutdown) and ends them.
 func (c *Cluster) Shutdown(grace time.Duration) {
+	c.mu.Lock()
 	c.stopping.Store(true)
+	c.mu.Unlock()
+	c.stopOnce.Do(func() { close(c.stopped) })
+	c.replacing.Wait() // a child being started is ended by its starter
 	_ = c.each(func(p *proc) error {
-		_, err := p.call(call{Op: opShutdown, MS: grace.Milliseconds()})
+		_, err := p.callWithin(call{Op: opShutdown, MS: grace.Milliseconds()}, grace+5*time.Second)
 		return err
 	})
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
+	if c.debug != nil {
+		procs = append(procs, c.debug)
+	}
 	c.mu.Unlock()
 	for _, p := range procs {
 		if p != nil {
@@ -565,8 +641,13 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 		c.mu.Unlock()
 		return nil, core.ErrUnknownPool
 	}
-	best := c.leastLoaded(nil)
+	best := c.leastLoaded(pool, nil)
 	c.mu.Unlock()
+	if flags&core.RequestOneShotWorker != 0 {
+		if p := c.debugChild(); p != nil {
+			best = p
+		}
+	}
 	if best == nil {
 		return nil, core.ErrStopped
 	}
@@ -577,15 +658,51 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 	return s, core.OK
 }
 
-// leastLoaded is the live child holding the fewest requests, other than not; ties go
-// round robin. The cluster's mu is held.
-func (c *Cluster) leastLoaded(not *proc) *proc {
+// debugSlot is the slot of the child of debugged requests: one past the others.
+func (c *Cluster) debugSlot() int { return c.opts.Processes }
+
+// debugChild is the child of debugged requests, started if none runs; nil when it
+// cannot start (the request then runs in the other children, as it would without it).
+func (c *Cluster) debugChild() *proc {
+	c.mu.Lock()
+	p := c.debug
+	c.mu.Unlock()
+	if p != nil && p.alive.Load() {
+		return p
+	}
+	c.debugStart.Lock()
+	defer c.debugStart.Unlock()
+	c.mu.Lock()
+	p = c.debug
+	c.mu.Unlock()
+	if p != nil && p.alive.Load() {
+		return p
+	}
+	p, err := c.spawn(c.debugSlot())
+	if err != nil {
+		c.logger().Error("the PHP process of debugged requests does not start; they run in the others", zap.Error(err))
+		return nil
+	}
+	c.mu.Lock()
+	if c.stopping.Load() {
+		c.mu.Unlock()
+		p.stop()
+		return nil
+	}
+	c.debug = p
+	c.mu.Unlock()
+	return p
+}
+
+// leastLoaded is the live child running pool that holds the fewest requests, other
+// than not; ties go round robin. The cluster's mu is held.
+func (c *Cluster) leastLoaded(pool uint32, not *proc) *proc {
 	var best *proc
 	n := len(c.procs)
 	start := int(c.next.Add(1) % uint64(n))
 	for k := 0; k < n; k++ {
 		p := c.procs[(start+k)%n]
-		if p == nil || p == not || !p.alive.Load() {
+		if p == nil || p == not || !p.alive.Load() || (pool != core.ClassicPool && !p.pools[pool]) {
 			continue
 		}
 		if best == nil || p.load.Load() < best.load.Load() {
@@ -603,7 +720,7 @@ func (c *Cluster) resend(h held, dead *proc) bool {
 	}
 	for tries := 0; tries < len(c.procs); tries++ {
 		c.mu.Lock()
-		p := c.leastLoaded(dead)
+		p := c.leastLoaded(submitPool(h.packed), dead)
 		c.mu.Unlock()
 		if p == nil {
 			return false

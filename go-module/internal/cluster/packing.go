@@ -44,6 +44,11 @@ func setSubmitSlot(p []byte, slot uint32) {
 	binary.LittleEndian.PutUint32(p[28:], slot)
 }
 
+// submitPool is a packed submission's pool.
+func submitPool(p []byte) uint32 {
+	return binary.LittleEndian.Uint32(p[0:])
+}
+
 // submitSlot is a submission's slot in the taken table (noSlot: none).
 func submitSlot(p []byte) uint32 {
 	if len(p) < submitHead {

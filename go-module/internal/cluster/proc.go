@@ -62,6 +62,8 @@ type held struct {
 	slot   uint32
 	// reading is true while the Caddy process reads body bytes for it.
 	reading bool
+	// withdrawn: the child withdrew it (Cancel); its client was answered already.
+	withdrawn bool
 }
 
 // packedPool recycles the kept submissions.
@@ -123,24 +125,34 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 
 	c.mu.Lock()
 	classic, scale, deadline, shared, local := c.classic, c.scale, c.deadline, c.opts.Shared, c.opts.Local
+	settings := c.opts.Settings
+	debugChild := i == c.debugSlot()
+	if debugChild {
+		// One classic thread for the debugged requests, which run their worker script
+		// in a request of its own on it; no workers, no autoscaling.
+		classic, scale.max = 1, 0
+	}
 	type poolStart struct {
 		id   uint32
 		spec []byte
 	}
 	var pools []poolStart
 	for id, pl := range c.pools {
-		if c.runs(pl.spec, i) {
+		if !debugChild && c.runs(pl.spec, i) {
 			pools = append(pools, poolStart{id, pl.spec})
-			p.base[id] = pl.generation
+			p.base[id] = pl.specGen
 			p.pools[id] = true
 		}
 	}
 	c.mu.Unlock()
 	debug := c.logger().Core().Enabled(zap.DebugLevel)
-	steps := []call{{Op: opStart, Settings: c.opts.Settings, Shared: shared, Local: local, Debug: debug},
+	steps := []call{{Op: opStart, Settings: settings, Shared: shared, Local: local, Debug: debug},
 		{Op: opAutoscale, N: share(scale.max, i, c.opts.Processes), MS: scale.idle.Milliseconds()},
 		{Op: opDeadlines, N: deadline.maxStuck, MS: deadline.grace.Milliseconds()},
 		{Op: opResizeClassic, N: share(classic, i, c.opts.Processes)}}
+	if debugChild {
+		steps[1].N, steps[3].N = 0, 1
+	}
 	for _, pl := range pools {
 		steps = append(steps, call{Op: opNewPool, Pool: pl.id, Spec: c.specShare(pl.spec, i)})
 	}
@@ -182,6 +194,14 @@ var errProcessGone = errors.New("the PHP process ended")
 
 // call runs a control call and waits for its reply.
 func (p *proc) call(req call) (json.RawMessage, error) {
+	return p.callWithin(req, 0)
+}
+
+var errCallTimeout = errors.New("the PHP process did not answer in time")
+
+// callWithin is call, giving up after d (0: never). For the calls that end a child,
+// whose engine may wait on a thread blocked in a body read or a stuck call.
+func (p *proc) callWithin(req call, d time.Duration) (json.RawMessage, error) {
 	raw, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -199,7 +219,22 @@ func (p *proc) call(req call) (json.RawMessage, error) {
 	if !p.link.send(kindCall, id, raw) {
 		return nil, errProcessGone
 	}
-	rep, ok := <-ch
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var rep reply
+	var ok bool
+	select {
+	case rep, ok = <-ch:
+	case <-timeout:
+		p.mu.Lock()
+		delete(p.calls, id)
+		p.mu.Unlock()
+		return nil, errCallTimeout
+	}
 	if !ok {
 		return nil, errProcessGone
 	}
@@ -278,6 +313,10 @@ func (p *proc) readLoop(r *reader) {
 				p.kill()
 				continue
 			}
+			// A withdraw waiting for the child's verdict may hold the request's lock,
+			// which Respond takes: the verdict follows from this frame, so it goes first.
+			p.answerCancel(id, resp.Flags&core.ResponseDone != 0 && resp.Flags&core.ResponseRefused != 0 &&
+				resp.Refusal == core.RefusedWithdrawn)
 			if resp.Flags&core.ResponseDone != 0 && !p.finish(id) {
 				continue // already answered (it cannot be, but never twice)
 			}
@@ -306,19 +345,23 @@ func (p *proc) readLoop(r *reader) {
 			}
 			log.Log(level, msg, zf...)
 		case kindSubmitFailed:
+			p.answerCancel(id, false) // the refusal answers the client
 			if len(payload) >= 4 && p.finish(id) {
 				code := core.Code(int32(binary.LittleEndian.Uint32(payload)))
 				host.Respond(uintptr(id), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
 					Refusal: refusalOf(code), Thread: -1}, true)
 			}
 		case kindCancelled:
-			p.mu.Lock()
-			ch := p.cancels[id]
-			delete(p.cancels, id)
-			p.mu.Unlock()
-			if ch != nil {
-				ch <- len(payload) > 0 && payload[0] == 1
+			withdrawn := len(payload) > 0 && payload[0] == 1
+			if withdrawn {
+				p.mu.Lock()
+				if h, ok := p.inflight[id]; ok {
+					h.withdrawn = true
+					p.inflight[id] = h
+				}
+				p.mu.Unlock()
 			}
+			p.answerCancel(id, withdrawn)
 		case kindReply:
 			var rep reply
 			if err := json.Unmarshal(payload, &rep); err != nil {
@@ -334,6 +377,17 @@ func (p *proc) readLoop(r *reader) {
 		}
 	}
 	p.died()
+}
+
+// answerCancel gives a waiting Cancel of handle its verdict, if one waits.
+func (p *proc) answerCancel(handle uint64, withdrawn bool) {
+	p.mu.Lock()
+	ch := p.cancels[handle]
+	delete(p.cancels, handle)
+	p.mu.Unlock()
+	if ch != nil {
+		ch <- withdrawn // buffered: never blocks the read loop
+	}
 }
 
 // finish ends a request's stay in the child (its DONE); false when it was not there.
@@ -403,10 +457,15 @@ func (p *proc) died() {
 	p.link.close()
 	p.mu.Lock()
 	p.dead = true
-	var lost []uint64
+	var lost, answered []uint64
 	var waiting []held
 	for handle, h := range p.inflight {
 		switch {
+		case h.withdrawn:
+			// Its client was answered; it must not run elsewhere. Its end frees it.
+			keepPacked(h.packed)
+			answered = append(answered, handle)
+			delete(p.inflight, handle)
 		case !p.taken.taken(h.slot, handle):
 			waiting = append(waiting, h)
 			delete(p.inflight, handle)
@@ -427,7 +486,7 @@ func (p *proc) died() {
 	}
 	p.mu.Unlock()
 	p.load.Store(0)
-	for _, h := range lost {
+	for _, h := range append(lost, answered...) {
 		p.answerLost(h)
 	}
 	// Requests no PHP thread had taken go to the other children, as if sent there.
@@ -441,13 +500,24 @@ func (p *proc) died() {
 	p.trail.end()
 	p.state = p.cmd.ProcessState
 	close(p.exited)
+	how, status := exitDescription(p.state)
 	p.c.mu.Lock()
-	installed := p.c.procs[p.slot] == p
+	debugChild := p.slot == p.c.debugSlot() && p.c.debug == p
+	if debugChild {
+		p.c.debug = nil // the next debugged request starts another
+	}
+	installed := p.slot < len(p.c.procs) && p.c.procs[p.slot] == p
 	p.c.mu.Unlock()
+	if debugChild && !p.c.stopping.Load() {
+		p.c.crashes.Add(1)
+		p.c.logger().Error("the PHP process of debugged requests died; the requests it ran were answered 502",
+			append([]zap.Field{zap.Int("process", p.slot), zap.Int("pid", p.cmd.Process.Pid), zap.String("how", how),
+				zap.Int("status", status), zap.Int("requests_lost", len(lost))}, p.trail.fields()...)...)
+		return
+	}
 	if p.c.stopping.Load() || !installed {
 		return // the cluster stops, or the child was still starting: its starter says why
 	}
-	how, status := exitDescription(p.state)
 	p.c.crashes.Add(1)
 	backoff := minBackoff
 	if time.Since(p.start) < stableAfter {
@@ -458,14 +528,21 @@ func (p *proc) died() {
 		zap.Duration("restart_in", backoff)}
 	p.c.logger().Error("a PHP process died; the requests it ran were answered 502, and it is replaced",
 		append(fields, p.trail.fields()...)...)
-	go p.c.replace(p.slot, p, backoff)
+	p.c.mu.Lock()
+	p.c.startReplace(p.slot, p, backoff)
+	p.c.mu.Unlock()
 }
 
 // replace starts a new child in a dead one's slot after a pause, trying again (with
 // growing pauses) while it fails to start.
 func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
+	defer c.replacing.Done()
 	for {
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-c.stopped:
+			return
+		}
 		if c.stopping.Load() {
 			return
 		}
@@ -473,7 +550,7 @@ func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
 		if err == nil {
 			c.mu.Lock()
 			if c.procs[slot] == dead && !c.stopping.Load() {
-				c.procs[slot] = p
+				c.install(slot, p)
 				c.mu.Unlock()
 				return
 			}
@@ -498,7 +575,8 @@ func (p *proc) retire(grace time.Duration) {
 	dead := p.dead
 	p.mu.Unlock()
 	if !dead {
-		_, _ = p.call(call{Op: opShutdown, MS: max(0, time.Until(deadline).Milliseconds())})
+		left := max(0, time.Until(deadline))
+		_, _ = p.callWithin(call{Op: opShutdown, MS: left.Milliseconds()}, left+5*time.Second)
 	}
 	p.stop()
 }

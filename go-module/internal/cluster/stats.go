@@ -33,6 +33,9 @@ type procStats struct {
 func (c *Cluster) StatsJSON() ([]byte, error) {
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
+	if c.debug != nil {
+		procs = append(procs, c.debug) // its slot is one past the others'
+	}
 	c.mu.Unlock()
 	raws := make([][]byte, len(procs))
 	var wg sync.WaitGroup

@@ -49,6 +49,7 @@ const (
 	RefusedStopped     uint32 = C.PHP_WORKER_REFUSED_STOPPED
 	RefusedBootFailing uint32 = C.PHP_WORKER_REFUSED_BOOT_FAILING
 	RefusedBody        uint32 = C.PHP_WORKER_REFUSED_BODY
+	RefusedWithdrawn   uint32 = C.PHP_WORKER_REFUSED_WITHDRAWN
 )
 
 // Refusals only the host makes, for requests given to a child process
