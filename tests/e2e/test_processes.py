@@ -36,7 +36,7 @@ def crashext():
     return build / "modules" / "pw_crash.so"
 
 
-def caddyfile(crashext, processes=2, threads=4, workers=2, extra=""):
+def caddyfile(crashext, processes=2, threads=4, workers=2, extra="", worker_extra=""):
     def make(port, admin):
         return make_caddyfile(port, admin, app=APP / "public", threads=threads, global_extra=f"""\t\tprocesses {processes}
 		php_ini extension {crashext}
@@ -44,7 +44,7 @@ def caddyfile(crashext, processes=2, threads=4, workers=2, extra=""):
 			file {APP}/worker.php
 			num {workers}
 			match /w/*
-		}}""")
+{worker_extra}		}}""")
     return make
 
 
@@ -366,6 +366,34 @@ def test_max_wait_time_withdraws_queued_requests_from_a_process(start_server, cr
     assert {k: v[0] for k, v in answers.items()} == {"busy0": 200, "busy1": 200}
     assert all(srv.get("/sleep.php").status == 200 for _ in range(6))
     assert not [e for e in srv.log_entries() if e.get("msg") == DIED]
+    assert srv.stop() == 0
+
+
+def test_worker_limits_and_autoscaling_work_in_each_process(start_server, crashext):
+    """A worker's max_requests restarts its script in whichever child runs it, and the
+    global max_threads, divided among the children, lets each add classic threads while
+    requests wait."""
+    srv = start_server("processes-limits", caddyfile(crashext, extra="\t\tmax_threads 10",
+                                                     worker_extra="\t\t\tmax_requests 3\n"))
+    assert all(srv.get("/w/sleep").status == 200 for _ in range(20))
+    worker = next(p for p in srv.threads()["pools"] if p["id"] != 0)
+    assert worker["restarts"] >= 4, worker  # 20 requests, 3 per script, in 2 children
+    def classic_threads():
+        counts = {0: 0, 1: 0}
+        for t in srv.threads()["threads"]:
+            if t["pool"] == 0:
+                counts[t["process"]] += 1
+        return counts
+    assert classic_threads() == {0: 1, 1: 1}
+    answers = {}
+    jobs = [in_background(srv, "/sleep.php?ms=1500", answers, key=i) for i in range(8)]
+    assert eventually(lambda: min(classic_threads().values()) > 1, timeout=10), classic_threads()
+    most = 0
+    while any(t.is_alive() for t in jobs):
+        most = max(most, len(srv.threads()["threads"]))
+        time.sleep(0.05)
+    assert [a[0] for a in answers.values()] == [200] * 8
+    assert most <= 10, f"{most} threads: past max_threads, which the children divide"
     assert srv.stop() == 0
 
 
