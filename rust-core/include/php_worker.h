@@ -260,6 +260,15 @@ typedef struct {
               size_t message_len,
               const uint8_t *fields,
               size_t fields_len);
+  // NULL, or where the shared table lives for this engine: a host that keeps it in
+  // another process (php_worker's child processes keep it in the Caddy process) gets
+  // each operation of the php_worker_shared_* PHP functions, encoded as
+  // php_worker_shared_store_run() reads it, and returns 0 with the encoded reply in
+  // `*reply` and `*reply_len` (allocated with malloc(); the core frees it with
+  // free()), or -1 when the table cannot be reached: the operation then fails as on a
+  // full table (a get finds nothing). Called on PHP threads, never with a lock held;
+  // may block until the reply comes. When NULL, the table is this process's own.
+  int32_t (*shared_store)(const uint8_t *request, size_t len, uint8_t **reply, size_t *reply_len);
 } php_worker_callbacks_t;
 
 // How a scheduled job's run ended (php_worker_job_run()).
@@ -460,6 +469,18 @@ uint32_t php_worker_pool_waiting(const php_worker_engine_t *engine, uint32_t poo
 // entries across engine restarts. A store over its new capacity refuses puts until
 // entries expire or are forgotten. Takes effect at once; any thread may call it.
 void php_worker_stores_configure(uint64_t shared_bytes, uint64_t local_bytes);
+
+// Runs one operation on this process's shared table, for PHP threads of another
+// process (the `shared_store` callback of php_worker_callbacks_t): `request` is the
+// operation as that callback gets it; the encoded reply goes to `*out` (free it with
+// php_worker_bytes_delete()). Needs no engine: the table belongs to the process. Any
+// thread; takes one of the table's locks briefly, never calls PHP.
+//
+// # Safety
+// `request` is valid for `len` bytes; `out` is writable.
+php_worker_error_t *php_worker_shared_store_run(const uint8_t *request,
+                                                size_t len,
+                                                php_worker_bytes_t **out);
 
 // Sets autoscaling: while requests wait for a thread and the CPU has room, threads are
 // added to their pool (up to `max_threads` PHP threads in all, and each worker's own

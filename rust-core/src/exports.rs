@@ -110,6 +110,7 @@ pub unsafe extern "C" fn php_worker_engine_new(
         // SAFETY: per the function contract.
         let (json, callbacks) = unsafe { (bytes(config_json, config_len)?, *callbacks) };
         let config = EngineConfig::from_json(json)?;
+        crate::runtime::store::set_remote(callbacks.shared_store);
         // SAFETY: per the function contract.
         let mut host = unsafe { Host::new(callbacks, Strings::from_process_env()) };
         if config.completions {
@@ -350,6 +351,29 @@ pub unsafe extern "C" fn php_worker_pool_waiting(engine: *const EngineHandle, po
 #[unsafe(no_mangle)]
 pub extern "C" fn php_worker_stores_configure(shared_bytes: u64, local_bytes: u64) {
     let _ = catch_unwind(|| crate::store::configure(shared_bytes as usize, local_bytes as usize));
+}
+
+/// Runs one operation on this process's shared table, for PHP threads of another
+/// process (the `shared_store` callback of php_worker_callbacks_t): `request` is the
+/// operation as that callback gets it; the encoded reply goes to `*out` (free it with
+/// php_worker_bytes_delete()). Needs no engine: the table belongs to the process. Any
+/// thread; takes one of the table's locks briefly, never calls PHP.
+///
+/// # Safety
+/// `request` is valid for `len` bytes; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_shared_store_run(request: *const u8, len: usize, out: *mut *mut BytesHandle) -> *mut ErrorHandle {
+    catch(|| {
+        if out.is_null() {
+            return Err(Error::InvalidRequest("NULL out"));
+        }
+        // SAFETY: per the function contract.
+        let request = unsafe { bytes(request, len)? };
+        let bytes = crate::runtime::store::run_shared(request).ok_or(Error::InvalidRequest("a malformed shared table operation"))?;
+        // SAFETY: the function's contract: `out` is writable.
+        unsafe { *out = Box::into_raw(Box::new(BytesHandle { bytes })) };
+        Ok(())
+    })
 }
 
 /// Sets autoscaling: while requests wait for a thread and the CPU has room, threads are

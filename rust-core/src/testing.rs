@@ -101,14 +101,14 @@ unsafe extern "C" fn log(handle: usize, level: i32, msg: *const u8, len: usize, 
 }
 
 pub fn test_host() -> Arc<Host> {
-    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log), shared_store: None };
     // SAFETY: the callbacks above follow the contract.
     Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) })
 }
 
 /// A host that takes requests' last response calls as completions.
 pub fn completing_host() -> Arc<Host> {
-    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log), shared_store: None };
     // SAFETY: the callbacks above follow the contract.
     let mut host = unsafe { Host::new(callbacks, Strings::from_process_env()) };
     host.enable_completions().expect("an eventfd");

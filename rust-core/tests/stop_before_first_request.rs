@@ -27,7 +27,7 @@ unsafe extern "C" fn log(_handle: usize, _level: i32, _msg: *const u8, _len: usi
 
 #[test]
 fn threads_that_never_started_a_request_are_not_signalled() {
-    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log) };
+    let callbacks = Callbacks { respond: Some(respond), read_body: Some(read_body), log: Some(log), shared_store: None };
     // SAFETY: the callbacks above follow the contract (they touch nothing).
     let host = Arc::new(unsafe { Host::new(callbacks, Strings::from_process_env()) });
     let engine = Engine::start(&EngineConfig::from_json(b"{}").unwrap(), host).unwrap();

@@ -183,6 +183,15 @@ pub struct Callbacks {
     pub log: Option<
         unsafe extern "C" fn(handle: usize, level: i32, message: *const u8, message_len: usize, fields: *const u8, fields_len: usize),
     >,
+    /// NULL, or where the shared table lives for this engine: a host that keeps it in
+    /// another process (php_worker's child processes keep it in the Caddy process) gets
+    /// each operation of the php_worker_shared_* PHP functions, encoded as
+    /// php_worker_shared_store_run() reads it, and returns 0 with the encoded reply in
+    /// `*reply` and `*reply_len` (allocated with malloc(); the core frees it with
+    /// free()), or -1 when the table cannot be reached: the operation then fails as on a
+    /// full table (a get finds nothing). Called on PHP threads, never with a lock held;
+    /// may block until the reply comes. When NULL, the table is this process's own.
+    pub shared_store: Option<unsafe extern "C" fn(request: *const u8, len: usize, reply: *mut *mut u8, reply_len: *mut usize) -> i32>,
 }
 
 /// php_worker_cli_run() modes: the script `argv[0]`; `code` (php -r); php -v; php -m;
