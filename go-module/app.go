@@ -48,10 +48,10 @@ type App struct {
 	// at least one each; a background worker's num is divided without that minimum): a
 	// crash in one (a faulty extension, the OOM killer) costs only the requests it was
 	// running, answered 502, and the process is replaced. The Caddy process stays the
-	// one HTTP server. Changing it restarts PHP, as a php_ini change does; a php_ini
-	// change restarts the processes one at a time. Not yet across processes: the
-	// shared table (one per process). See docs/processes.md. Default: 1, PHP in the
-	// Caddy process.
+	// one HTTP server and keeps the shared table, which every child reaches over its
+	// socket. Changing it restarts PHP, as a php_ini change does; a php_ini change
+	// restarts the processes one at a time. See docs/processes.md. Default: 1, PHP in
+	// the Caddy process.
 	Processes int `json:"processes,omitempty"`
 
 	// After this many requests a PHP thread starts a fresh PHP context, classic and

@@ -397,6 +397,45 @@ def test_worker_limits_and_autoscaling_work_in_each_process(start_server, crashe
     assert srv.stop() == 0
 
 
+def test_the_shared_table_is_one_for_every_process(start_server, crashext):
+    """The shared table lives in the Caddy process: a value put by one child is read by
+    the other, increments from both add up atomically, add and forget see the other's
+    entries, and the table outlives a child's crash."""
+    srv = start_server("processes-shared", caddyfile(crashext))
+
+    def op(query, process=None):
+        # Until the answer comes from the wanted child (requests go to the least busy):
+        # for operations that may run more than once.
+        for _ in range(50):
+            r = srv.get(f"/shared.php?{query}").json()
+            if process is None or r["pid"] == process:
+                return r
+        raise AssertionError(f"no answer from process {process}")
+
+    a, b = sorted(running_pids(srv))
+    assert op("op=put&key=greeting&value=%7B%22x%22%3A%5B1%2C2%5D%7D", a)["ok"] is True
+    assert op("op=get&key=greeting", b)["value"] == {"x": [1, 2]}
+    assert op("op=add&key=greeting&value=no", b)["ok"] is False  # refused wherever it runs
+    assert op("op=count", b)["value"] == 1
+
+    answers = {}
+    jobs = [in_background(srv, f"/shared.php?op=incr&key=hits&x={i}", answers, key=i) for i in range(40)]
+    for t in jobs:
+        t.join(30)
+    values = sorted(json.loads(v) for v in [srv.get("/shared.php?op=get&key=hits").text])
+    assert values[0]["value"] == 40, values
+
+    # A crash of a child does not touch the table.
+    assert srv.get("/crash.php?how=segv").status == 502
+    assert srv.wait_log(lambda e: e.get("msg") == DIED)
+    assert eventually(lambda: len(running_pids(srv)) == 2, timeout=15)
+    for pid in running_pids(srv):
+        assert op("op=get&key=hits", pid)["value"] == 40
+    assert op("op=forget&key=greeting")["ok"] is True
+    assert all(op("op=get&key=greeting", pid)["value"] == "missing" for pid in running_pids(srv))
+    assert srv.stop() == 0
+
+
 def test_the_profile_covers_every_process(start_server, crashext, tmp_path):
     """GET /php_worker/profile with processes 2: one pprof profile, merged from both
     children. Two spinning requests, one per child (each goes to the least busy), both

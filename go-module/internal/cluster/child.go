@@ -47,7 +47,7 @@ func RunChild() int {
 		fmt.Fprintln(os.Stderr, "php-worker-child:", err)
 		return 2
 	}
-	c := &child{link: newLink(f), taken: taken, requests: map[uint64]*childRequest{}}
+	c := &child{link: newLink(f), taken: taken, requests: map[uint64]*childRequest{}, stores: map[uint64]chan []byte{}}
 	core.SetHost(c)
 	err = c.serve(newReader(f))
 	if e := c.engine.Load(); e != nil && !errors.Is(err, io.EOF) {
@@ -66,6 +66,9 @@ type child struct {
 
 	mu       sync.Mutex
 	requests map[uint64]*childRequest
+	// The shared table operations waiting for the Caddy process's reply, by id.
+	stores    map[uint64]chan []byte
+	nextStore uint64
 }
 
 // childRequest is a request the child's engine holds, by its handle (the Caddy
@@ -106,6 +109,14 @@ func (c *child) serve(r *reader) error {
 					chunk = append(make([]byte, 0, len(p)-8+1), p[8:]...)
 				}
 				cr.body <- chunk
+			}
+		case kindStoreReply:
+			c.mu.Lock()
+			ch := c.stores[id]
+			delete(c.stores, id)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- append([]byte(nil), p...)
 			}
 		case kindClientGone:
 			if cr := c.lookup(id); cr != nil {
@@ -201,12 +212,32 @@ func (c *child) ReadBody(handle uintptr, buf []byte) int {
 	return copy(buf, chunk)
 }
 
+// SharedStore runs a shared table operation in the Caddy process, which keeps the one
+// table of every child, and waits for its reply (on a PHP thread: the table answers
+// at once, from memory).
+func (c *child) SharedStore(request []byte) ([]byte, bool) {
+	ch := make(chan []byte, 1)
+	c.mu.Lock()
+	c.nextStore++
+	id := c.nextStore
+	c.stores[id] = ch
+	c.mu.Unlock()
+	if !c.link.send(kindStore, id, request) {
+		c.mu.Lock()
+		delete(c.stores, id)
+		c.mu.Unlock()
+		return nil, false
+	}
+	reply, ok := <-ch
+	return reply, ok && reply != nil
+}
+
 // Logger forwards the engine's log lines to the Caddy process's log.
 func (c *child) Logger(handle uintptr) *zap.Logger {
 	return zap.New(&forwardCore{c: c, handle: uint64(handle)})
 }
 
-var _ core.Host = (*child)(nil)
+var _ core.SharedStoreHost = (*child)(nil)
 
 // forwardCore is a zap core that sends each line over the wire: level, message and
 // the fields as a JSON object, which the Caddy process logs as the core's own lines.

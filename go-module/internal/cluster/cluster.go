@@ -104,6 +104,7 @@ func New(opts Options) (*Cluster, error) {
 		opts.Command = []string{exe, ChildCommand}
 	}
 	c := &Cluster{opts: opts, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
+	core.ConfigureStores(opts.Shared, opts.Local) // the shared table is this process's
 	c.procs = make([]*proc, opts.Processes)
 	var first error
 	for i := range c.procs {
@@ -289,6 +290,7 @@ func (c *Cluster) ConfigureStores(shared, local int64) {
 	c.mu.Lock()
 	c.opts.Shared, c.opts.Local = shared, local
 	c.mu.Unlock()
+	core.ConfigureStores(shared, local) // the shared table is this process's
 	_ = c.each(func(p *proc) error {
 		_, err := p.call(call{Op: opStores, Shared: shared, Local: local})
 		return err

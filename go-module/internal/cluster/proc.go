@@ -323,6 +323,13 @@ func (p *proc) readLoop(r *reader) {
 			if !host.Respond(uintptr(id), resp, true) && resp.Flags&core.ResponseDone == 0 {
 				p.link.post(kindClientGone, id, nil)
 			}
+		case kindStore:
+			// The table answers from memory, at once: in the read loop, in order.
+			reply, err := core.RunSharedStore(payload)
+			if err != nil {
+				reply = nil // the child's operation fails as on an unreachable table
+			}
+			p.link.post(kindStoreReply, id, reply)
 		case kindReadBody:
 			if len(payload) >= 4 {
 				p.readBody(id, int(binary.LittleEndian.Uint32(payload)))

@@ -28,6 +28,7 @@ const (
 	kindCancel                      // id: the handle; empty
 	kindBody                        // id: the handle; 8-byte count (-1: unreadable), bytes
 	kindClientGone                  // id: the handle; empty
+	kindStoreReply                  // id: the operation; encoded shared table reply
 )
 
 // The kinds of frames from a child to the Caddy process.
@@ -38,6 +39,7 @@ const (
 	kindLog                            // id: the handle or 0; packed line
 	kindSubmitFailed                   // id: the handle; 4-byte core code
 	kindCancelled                      // id: the handle; 1 byte, 1 when withdrawn
+	kindStore                          // id: the operation; encoded shared table operation
 )
 
 const headLen = 16

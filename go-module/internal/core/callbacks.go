@@ -77,6 +77,15 @@ func NewHeader(name, value []byte) Header {
 // host is set once, before the first engine starts.
 var host Host
 
+// SharedStoreHost is a Host that keeps the shared table in another process (a child
+// process's host): the core hands it each operation of the php_worker_shared_* PHP
+// functions, encoded, and it returns the encoded reply (RunSharedStore's, in the
+// process of the table), or false when the table cannot be reached.
+type SharedStoreHost interface {
+	Host
+	SharedStore(request []byte) ([]byte, bool)
+}
+
 // SetHost names the Host of every engine's callbacks; call it before NewEngine.
 func SetHost(h Host) {
 	host = h
@@ -86,6 +95,23 @@ func SetHost(h Host) {
 // child processes, as the core's callbacks do for this process's engine.
 func CurrentHost() Host {
 	return host
+}
+
+//export goPhpWorkerSharedStore
+func goPhpWorkerSharedStore(request *C.uint8_t, n C.size_t, reply **C.uint8_t, replyLen *C.size_t) C.int32_t {
+	countOut()
+	h, ok := host.(SharedStoreHost)
+	if !ok {
+		return -1
+	}
+	out, ok := h.SharedStore(C.GoBytes(unsafe.Pointer(request), C.int(n)))
+	if !ok {
+		return -1
+	}
+	// The core frees it with free().
+	*reply = (*C.uint8_t)(C.CBytes(out))
+	*replyLen = C.size_t(len(out))
+	return 0
 }
 
 //export goPhpWorkerRespond

@@ -11,12 +11,14 @@ package core
 extern int32_t goPhpWorkerRespond(size_t handle, php_worker_response_t *response);
 extern int64_t goPhpWorkerReadBody(size_t handle, uint8_t *buf, size_t len);
 extern void goPhpWorkerLog(size_t handle, int32_t level, uint8_t *message, size_t len, uint8_t *fields, size_t fields_len);
+extern int32_t goPhpWorkerSharedStore(uint8_t *request, size_t len, uint8_t **reply, size_t *reply_len);
 
-static php_worker_callbacks_t php_worker_go_callbacks(void) {
+static php_worker_callbacks_t php_worker_go_callbacks(int remote_store) {
 	php_worker_callbacks_t cb = {
 		.respond = (int32_t (*)(size_t, const php_worker_response_t *))goPhpWorkerRespond,
 		.read_body = goPhpWorkerReadBody,
 		.log = (void (*)(size_t, int32_t, const uint8_t *, size_t, const uint8_t *, size_t))goPhpWorkerLog,
+		.shared_store = remote_store ? (int32_t (*)(const uint8_t *, size_t, uint8_t **, size_t *))goPhpWorkerSharedStore : NULL,
 	};
 	return cb;
 }
@@ -169,7 +171,11 @@ func NewEngine(settings []byte) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cb := C.php_worker_go_callbacks()
+	remote := C.int(0)
+	if _, ok := host.(SharedStoreHost); ok {
+		remote = 1
+	}
+	cb := C.php_worker_go_callbacks(remote)
 	var ptr *C.php_worker_engine_t
 	cfg := C.CBytes(settings)
 	defer C.free(cfg)
@@ -306,6 +312,17 @@ func (e *Engine) ResizeClassic(threads int) error {
 // store. The stores belong to the process: no engine is needed.
 func ConfigureStores(sharedBytes, localBytes int64) {
 	C.php_worker_stores_configure(C.uint64_t(sharedBytes), C.uint64_t(localBytes))
+}
+
+// RunSharedStore runs an operation of another process's PHP threads on this process's
+// shared table (php_worker_shared_store_run): the encoded reply.
+func RunSharedStore(request []byte) ([]byte, error) {
+	var out *C.php_worker_bytes_t
+	if err := coreError(C.php_worker_shared_store_run((*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(request))),
+		C.size_t(len(request)), &out)); err != nil {
+		return nil, err
+	}
+	return takeBytes(out), nil
 }
 
 // ConfigureStores sets the stores' capacities (they belong to the process; the method
