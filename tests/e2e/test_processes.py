@@ -386,7 +386,7 @@ def test_worker_limits_and_autoscaling_work_in_each_process(start_server, crashe
         return counts
     assert classic_threads() == {0: 1, 1: 1}
     answers = {}
-    jobs = [in_background(srv, "/sleep.php?ms=1500", answers, key=i) for i in range(8)]
+    jobs = [in_background(srv, "/sleep.php?ms=3000", answers, key=i) for i in range(8)]
     assert eventually(lambda: min(classic_threads().values()) > 1, timeout=10), classic_threads()
     most = 0
     while any(t.is_alive() for t in jobs):

@@ -74,7 +74,10 @@ type Cluster struct {
 	// only the debugged request with it. Guarded by mu; debugStart serializes starts.
 	debug      *proc
 	debugStart sync.Mutex
-	crashes    atomic.Uint64
+	// version counts the changes of the children's settings (threads, pools, limits):
+	// a child started from an older version missed one, and is started again.
+	version uint64
+	crashes atomic.Uint64
 	// replacing counts the replacements under way; stopped ends their pauses.
 	replacing sync.WaitGroup
 	stopped   chan struct{}
@@ -108,16 +111,9 @@ func New(opts Options) (*Cluster, error) {
 	c.procs = make([]*proc, opts.Processes)
 	var first error
 	for i := range c.procs {
-		p, err := c.spawn(i)
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			continue
+		if _, err := c.spawnInstalled(i, minBackoff); err != nil && first == nil {
+			first = err
 		}
-		c.mu.Lock()
-		c.install(i, p)
-		c.mu.Unlock()
 	}
 	if first != nil {
 		c.Shutdown(0)
@@ -236,6 +232,7 @@ func (c *Cluster) each(f func(p *proc) error) error {
 // NewPool creates worker pool id in every child, each with its share of the threads.
 func (c *Cluster) NewPool(id uint32, spec []byte) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	c.pools[id] = &pool{spec: spec}
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
@@ -255,6 +252,7 @@ func (c *Cluster) NewPool(id uint32, spec []byte) error {
 // ResizeClassic sets the number of classic threads, divided among the children.
 func (c *Cluster) ResizeClassic(threads int) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	c.classic = threads
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
@@ -266,6 +264,7 @@ func (c *Cluster) ResizeClassic(threads int) error {
 // Autoscale sets autoscaling; max_threads is divided among the children.
 func (c *Cluster) Autoscale(maxThreads int, maxIdle time.Duration) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	c.scale.max, c.scale.idle = maxThreads, maxIdle
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
@@ -277,6 +276,7 @@ func (c *Cluster) Autoscale(maxThreads int, maxIdle time.Duration) error {
 // SetDeadlines sets the hard deadline past PHP's time limit in every child.
 func (c *Cluster) SetDeadlines(grace time.Duration, maxStuck int) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	c.deadline.grace, c.deadline.maxStuck = grace, maxStuck
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
@@ -288,6 +288,7 @@ func (c *Cluster) SetDeadlines(grace time.Duration, maxStuck int) error {
 // ConfigureStores sets the stores' capacities in every child.
 func (c *Cluster) ConfigureStores(shared, local int64) {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	c.opts.Shared, c.opts.Local = shared, local
 	c.mu.Unlock()
 	core.ConfigureStores(shared, local) // the shared table is this process's
@@ -301,6 +302,7 @@ func (c *Cluster) ConfigureStores(shared, local int64) {
 // core.Engine.RestartPool); it returns the cluster's number for it.
 func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, error) {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	pl := c.pools[id]
 	if pl == nil {
 		c.mu.Unlock()
@@ -350,6 +352,7 @@ func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, er
 // ActivatePool makes a staged generation take requests in every child.
 func (c *Cluster) ActivatePool(id, generation uint32) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	var spec []byte
 	if pl := c.pools[id]; pl != nil {
 		if s, ok := pl.staged[generation]; ok {
@@ -390,6 +393,7 @@ func (c *Cluster) ActivatePool(id, generation uint32) error {
 // DiscardPool drops a staged generation in every child.
 func (c *Cluster) DiscardPool(id, generation uint32) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	if pl := c.pools[id]; pl != nil {
 		delete(pl.staged, generation)
 	}
@@ -409,6 +413,7 @@ func (c *Cluster) DiscardPool(id, generation uint32) error {
 // DeletePool deletes a pool in every child.
 func (c *Cluster) DeletePool(id uint32) error {
 	c.mu.Lock()
+	c.version++ // a child starting now must not miss it
 	delete(c.pools, id)
 	c.mu.Unlock()
 	return c.each(func(p *proc) error {
@@ -542,11 +547,11 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 	c.mu.Unlock()
 	var errs []error
 	for i := range c.opts.Processes {
-		p, err := c.spawn(i)
+		old, err := c.spawnInstalled(i, minBackoff)
 		for try := 0; err != nil && i > 0 && try < 2; try++ {
 			// The settings started a child already: this failure is the moment's.
 			time.Sleep(200 * time.Millisecond)
-			p, err = c.spawn(i)
+			old, err = c.spawnInstalled(i, minBackoff)
 		}
 		if err != nil {
 			if i == 0 {
@@ -558,10 +563,6 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 			errs = append(errs, err) // its slot keeps its old child, or is being replaced
 			continue
 		}
-		c.mu.Lock()
-		old := c.procs[i]
-		c.install(i, p)
-		c.mu.Unlock()
 		if old != nil {
 			old.retire(grace)
 		}
@@ -579,10 +580,35 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 
 // install puts a started child in its slot; one that died before (its death found
 // no slot to leave) is replaced as if it died now. The cluster's mu is held.
-func (c *Cluster) install(slot int, p *proc) {
+// It returns false, installing nothing, when the settings changed since the child read
+// them: the caller stops it and starts another.
+func (c *Cluster) install(slot int, p *proc) bool {
+	if p.version != c.version {
+		return false
+	}
 	c.procs[slot] = p
 	if !p.alive.Load() && !c.stopping.Load() {
 		c.startReplace(slot, p, p.backoff)
+	}
+	return true
+}
+
+// spawnInstalled starts the child of a slot and installs it, starting it again while
+// settings change under it; it returns the child the slot had.
+func (c *Cluster) spawnInstalled(slot int, backoff time.Duration) (old *proc, err error) {
+	for {
+		p, err := c.spawnWithBackoff(slot, backoff)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		old = c.procs[slot]
+		if c.install(slot, p) {
+			c.mu.Unlock()
+			return old, nil
+		}
+		c.mu.Unlock()
+		p.stop()
 	}
 }
 

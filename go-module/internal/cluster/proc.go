@@ -51,6 +51,8 @@ type proc struct {
 	base        map[uint32]uint32
 	// pools are the worker pools it runs (guarded by the cluster's mu).
 	pools map[uint32]bool
+	// version is the cluster's settings version it started with.
+	version uint64
 }
 
 // held is a request a child holds.
@@ -125,7 +127,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 
 	c.mu.Lock()
 	classic, scale, deadline, shared, local := c.classic, c.scale, c.deadline, c.opts.Shared, c.opts.Local
-	settings := c.opts.Settings
+	settings, version := c.opts.Settings, c.version
 	debugChild := i == c.debugSlot()
 	if debugChild {
 		// One classic thread for the debugged requests, which run their worker script
@@ -144,6 +146,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 			p.pools[id] = true
 		}
 	}
+	p.version = version
 	c.mu.Unlock()
 	debug := c.logger().Core().Enabled(zap.DebugLevel)
 	steps := []call{{Op: opStart, Settings: settings, Shared: shared, Local: local, Debug: debug},
@@ -544,9 +547,10 @@ func (p *proc) died() {
 // growing pauses) while it fails to start.
 func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
 	defer c.replacing.Done()
+	wait := backoff
 	for {
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-c.stopped:
 			return
 		}
@@ -554,19 +558,25 @@ func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
 			return
 		}
 		p, err := c.spawnWithBackoff(slot, backoff)
-		if err == nil {
-			c.mu.Lock()
-			if c.procs[slot] == dead && !c.stopping.Load() {
-				c.install(slot, p)
-				c.mu.Unlock()
-				return
-			}
+		if err != nil {
+			c.logger().Error("a PHP process does not start; trying again", zap.Int("process", slot), zap.Error(err))
+			backoff = min(2*backoff, maxBackoff)
+			wait = backoff
+			continue
+		}
+		c.mu.Lock()
+		if c.procs[slot] != dead || c.stopping.Load() {
 			c.mu.Unlock()
-			p.stop()
+			p.stop() // another child took the slot (a rolling restart), or the cluster stops
 			return
 		}
-		c.logger().Error("a PHP process does not start; trying again", zap.Int("process", slot), zap.Error(err))
-		backoff = min(2*backoff, maxBackoff)
+		if c.install(slot, p) {
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		p.stop() // settings changed while it started: start another at once
+		wait = 0
 	}
 }
 
