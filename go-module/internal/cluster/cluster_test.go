@@ -6,6 +6,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/php-worker/php_worker/go-module/internal/phpprofile"
@@ -313,4 +315,87 @@ func TestProfilesOfTheChildrenMergeIntoOne(t *testing.T) {
 	if _, err := mergeProfiles([][]byte{[]byte("{")}); err == nil {
 		t.Error("a broken part merged")
 	}
+}
+
+// lockingHost is a core.Host whose Respond takes a lock, as a request's does.
+type lockingHost struct {
+	mu        sync.Mutex
+	responded chan core.Response
+}
+
+func (h *lockingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.responded <- resp
+	return true
+}
+func (h *lockingHost) ReadBody(handle uintptr, buf []byte) int { return -1 }
+func (h *lockingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewNop() }
+
+// A withdraw holds its request's lock while it waits for the child's verdict. When the
+// child finished the request first, its response frame arrives before the verdict, and
+// delivering it takes that lock: the read loop must give the withdraw its answer first,
+// or both wait for ever.
+func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
+	host := &lockingHost{responded: make(chan core.Response, 4)}
+	previous := core.CurrentHost()
+	core.SetHost(host)
+	t.Cleanup(func() { core.SetHost(previous) })
+
+	ours, theirs := socketPair(t)
+	taken, table, err := newTakenTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table.Close()
+	cmd := exec.Command("true") // a real process for the read loop's end to reap
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
+	c.stopping.Store(true) // no replacement when the link ends
+	p := &proc{c: c, cmd: cmd, link: newLink(ours), taken: taken, trail: &trailWriter{out: io.Discard},
+		inflight: map[uint64]held{7: {slot: noSlot}}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
+		exited: make(chan struct{}), generations: map[uint32]map[uint32]uint32{}, base: map[uint32]uint32{},
+		pools: map[uint32]bool{}}
+	p.alive.Store(true)
+	go p.readLoop(newReader(ours))
+
+	// The child: it finished request 7 before the cancel came, then says so.
+	child := newLink(theirs)
+	go func() {
+		r := newReader(theirs)
+		if kind, id, _, err := r.next(); err != nil || kind != kindCancel || id != 7 {
+			return
+		}
+		child.sendWith(kindRespond, 7, true, func(dst []byte) []byte {
+			return packRespond(dst, &core.Response{Status: 200, Flags: core.ResponseDone, Thread: 1})
+		})
+		child.send(kindCancelled, 7, []byte{0})
+	}()
+
+	verdict := make(chan bool, 1)
+	go func() {
+		host.mu.Lock() // the request's lock, held through the withdraw
+		defer host.mu.Unlock()
+		verdict <- p.cancel(7)
+	}()
+	select {
+	case v := <-verdict:
+		if v {
+			t.Error("a request the child had answered was withdrawn")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the withdraw and the read loop wait for each other")
+	}
+	select {
+	case resp := <-host.responded:
+		if resp.Status != 200 || resp.Flags&core.ResponseDone == 0 {
+			t.Errorf("delivered %+v", resp)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the response was never delivered")
+	}
+	child.close()
+	<-p.exited
 }
