@@ -37,16 +37,20 @@ def worker_block(name, path, env=(), extra=""):
     return "\n".join(lines) + "\n\t\t}\n"
 
 
-@pytest.fixture(scope="module")
-def faults(start_server):
+@pytest.fixture(scope="module", params=[1, 2], ids=["processes1", "processes2"])
+def faults(start_server, request):
     """One site: a worker failing per request, one worker per fault at boot and per
-    fault after its loop, and the classic fixtures."""
+    fault after its loop, and the classic fixtures. Once in one process, once with PHP
+    in two child processes (docs/processes.md): a PHP fault is the same there, never a
+    process's death."""
     site = f"\t\troot {FAULTS}/public\n" + worker_block("requests", "/worker")
     for kind in KINDS:
         site += worker_block(f"boot-{kind}", f"/boot-{kind}", [("FAULT_PHASE", "boot"), ("FAULT_KIND", kind)])
         site += worker_block(f"after-{kind}", f"/after-{kind}", [("FAULT_PHASE", "after"), ("FAULT_KIND", kind)],
                              "\t\t\tmax_requests 1")
-    srv = start_server("faults", app=FAULTS / "public", threads=16, site_extra=site)
+    processes = request.param
+    srv = start_server(f"faults-{processes}", app=FAULTS / "public", threads=16, site_extra=site,
+                       global_extra=f"\t\tprocesses {processes}" if processes > 1 else "")
     yield srv
     assert srv.stop() == 0
 
@@ -60,6 +64,18 @@ def assert_names_thread(line):
     assert re.fullmatch(r"php-\d+", line.get("thread", "")), line
 
 
+def next_in_process_of(srv, failed):
+    """The next /worker answer from the process that answered `failed`: under
+    `processes 2` the worker has a thread in each, and only the failed one restarted."""
+    pid = failed.header("X-Pid")
+    assert pid, ("the failed answer names its process", failed.headers)
+    for _ in range(40):
+        r = srv.get("/worker")
+        if r.header("X-Pid") == pid:
+            return r
+    pytest.fail(f"no answer from process {pid} in 40 requests")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_worker_handler(faults, kind):
     first = faults.get("/worker").text
@@ -68,7 +84,7 @@ def test_worker_handler(faults, kind):
     assert r.status == 500, (r.status, r.text)
     if SHOWN[kind]:
         assert SHOWN[kind] in r.text
-    assert faults.get("/worker").text == "served:1 session:none", "the script restarted; the next request is clean"
+    assert next_in_process_of(faults, r).text == "served:1 session:none", "the script restarted; the next request is clean"
     lines = faults.wait_log(lambda e: e.get("worker") == "requests" and e.get("msg") == CRASHED)
     assert failure_lines(faults, "requests", since), lines
     assert_names_thread(failure_lines(faults, "requests", since)[-1])
@@ -80,7 +96,7 @@ def test_worker_request_shutdown(faults, kind):
     since = len(faults.log_entries())
     r = faults.get(f"/worker?phase=shutdown&kind={kind}")
     assert r.status == 500, (r.status, r.text)
-    assert faults.get("/worker").text == "served:1 session:none"
+    assert next_in_process_of(faults, r).text == "served:1 session:none"
     deadline = time.time() + 5
     while not failure_lines(faults, "requests", since) and time.time() < deadline:
         time.sleep(0.05)

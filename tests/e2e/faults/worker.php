@@ -12,6 +12,7 @@ $held = str_repeat('h', (int) (getenv('HOLD_MB') ?: 0) << 20); // memory the boo
 $served = 0;
 while (frankenphp_handle_request(function () use (&$served) {
     $served++;
+    header('X-Pid: ' . getmypid()); // which process ran it, under `processes 2`
     $phase = $_GET['phase'] ?? '';
     fault_in($phase === 'handler' ? 'now' : $phase, $_GET['kind'] ?? '');
     echo 'served:', $served, ' session:', session_status() === PHP_SESSION_ACTIVE ? 'active' : 'none';
