@@ -159,7 +159,7 @@ fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry:
             info.set_stuck(true);
             stuck += 1;
             let replaced = stuck <= deadlines.max_stuck && replace(pools, info);
-            let blocked = info.tid().and_then(unblock::inspect);
+            let blocked = info.tid().and_then(unblock::inspect_settled);
             host.event(0, Level::Error, "request ran past its time limit: its client got 504 and its thread is stuck", &[
                 ("method", method.into()),
                 ("uri", uri.into()),
@@ -207,7 +207,7 @@ fn replace(pools: &Pools, info: &ThreadInfo) -> bool {
 /// after the signal the thread runs for a moment, retrying its call, and /proc shows no
 /// call to inspect.)
 fn wake(info: &ThreadInfo, host: &Host, first: bool) {
-    let blocked = info.tid().and_then(|tid| unblock::inspect(tid).map(|b| (tid, b)));
+    let blocked = info.tid().and_then(|tid| unblock::inspect_settled(tid).map(|b| (tid, b)));
     let done = blocked.as_ref().map_or_else(Vec::new, |(tid, b)| unblock::release(*tid, b));
     info.kill();
     let Some((_, blocked)) = blocked else { return };

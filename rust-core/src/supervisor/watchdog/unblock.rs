@@ -145,6 +145,19 @@ pub fn inspect(tid: libc::pid_t) -> Option<Blocked> {
     Some(Blocked { call: call_name(nr), raw, fds, child })
 }
 
+/// What the thread `tid` is blocked in, looked at a few times over about 10 ms: a
+/// thread that a signal just interrupted runs for a moment before it retries its call,
+/// and one look would find it in no call at all. None when it stays out of any.
+pub fn inspect_settled(tid: libc::pid_t) -> Option<Blocked> {
+    for _ in 0..10 {
+        if let Some(blocked) = inspect(tid) {
+            return Some(blocked);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    None
+}
+
 /// Our descendants: child processes of this server, their children, ...
 fn descendants() -> Vec<libc::pid_t> {
     // SAFETY: getpid cannot fail.
@@ -309,5 +322,34 @@ mod tests {
         STOP.store(true, Ordering::Relaxed);
         spinner.join().unwrap();
         assert!(seen < 20, "a spinning thread is mostly not in a system call");
+    }
+
+    #[test]
+    fn a_call_retried_after_a_moment_of_running_is_still_found() {
+        // As a call PHP's timer interrupts: a moment of running code, then the call again.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let retrier = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+            while !STOP.load(Ordering::Relaxed) {
+                let until = Instant::now() + Duration::from_micros(300);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(Duration::from_millis(4));
+            }
+        });
+        let tid = rx.recv().unwrap();
+        // Looks spread over many rounds of running and calling.
+        let found = (0..100)
+            .filter(|_| {
+                std::thread::sleep(Duration::from_micros(700));
+                inspect_settled(tid).is_some()
+            })
+            .count();
+        STOP.store(true, Ordering::Relaxed);
+        retrier.join().unwrap();
+        assert_eq!(found, 100, "every look finds the call, even when it lands in the running moment");
     }
 }
