@@ -338,13 +338,17 @@ class SilentServer:
             c.close()
 
 
-@pytest.fixture(scope="module")
-def deadlines(start_server):
-    """2 classic threads and a worker with 1 thread, max_execution_time 2 and a grace
-    of 1 s."""
-    srv = start_server("deadlines", app=SURVIVAL / "public", threads=4,
-                       global_extra="\t\tphp_ini max_execution_time 2\n\t\ttimeout_grace 1s\n",
+@pytest.fixture(scope="module", params=[1, 2], ids=["processes1", "processes2"])
+def deadlines(start_server, request):
+    """3 classic threads and a worker with 1 thread, max_execution_time 2 and a grace
+    of 1 s; once in one process, once with PHP in two child processes, where each
+    child's watchdog ends its own stuck calls (the worker then has a thread in each)."""
+    processes = request.param
+    srv = start_server(f"deadlines-{processes}", app=SURVIVAL / "public", threads=4,
+                       global_extra="\t\tphp_ini max_execution_time 2\n\t\ttimeout_grace 1s\n"
+                       + (f"\t\tprocesses {processes}\n" if processes > 1 else ""),
                        site_extra=survival_site().replace("num 3", "num 1"))
+    srv.processes = processes
     silent = SilentServer()
     yield srv, silent
     silent.close()
@@ -369,7 +373,7 @@ def test_a_call_that_never_returns_is_ended_and_its_thread_replaced(deadlines, m
     threads come back once their call is ended and leave the pool."""
     srv, silent = deadlines
     base = "/hang.php" if mode == "classic" else "/worker"
-    n = 3 if mode == "classic" else 1  # all of the pool's threads
+    n = 3 if mode == "classic" else srv.processes  # all of the pool's threads
     started_at = time.time()
     results = []
     clients = [threading.Thread(target=timed_get, args=(srv, f"{base}?kind={kind}&target={silent.target}&n={i}", results))
