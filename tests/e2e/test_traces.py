@@ -5,6 +5,7 @@ import http.server
 import socket
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -92,8 +93,11 @@ def receiver():
     r.shutdown()
 
 
-@pytest.fixture(scope="module")
-def traced(start_server, receiver, tmp_path_factory):
+@pytest.fixture(scope="module", params=[1, 2], ids=["processes1", "processes2"])
+def traced(start_server, receiver, tmp_path_factory, request):
+    """Once in one process, once with PHP in two child processes: the spans are the
+    same, and PHP's traceparent continues them from a child too."""
+    processes = request.param
     root = tmp_path_factory.mktemp("traced")
     (root / "traceparent.php").write_text(TRACEPARENT_WORKER)
     for name in ("hello.php", "fatal.php", "bcrypt.php"):
@@ -108,6 +112,7 @@ def traced(start_server, receiver, tmp_path_factory):
 	persist_config off
 	php_worker {{
 		num_threads 3
+		processes {processes}
 		timeout_grace 500ms
 		php_ini max_execution_time 1
 		php_ini display_errors 0
@@ -129,7 +134,7 @@ def traced(start_server, receiver, tmp_path_factory):
 	}}
 }}
 """
-    return start_server("traces", caddyfile, env=env)
+    return start_server(f"traces-{processes}", caddyfile, env=env)
 
 
 def send(srv, path, trace_id, parent="00f067aa0ba902b7"):
@@ -137,7 +142,7 @@ def send(srv, path, trace_id, parent="00f067aa0ba902b7"):
 
 
 def test_a_php_request_is_a_span_under_caddys_with_its_wait_and_run(traced, receiver):
-    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    trace_id = uuid.uuid4().hex  # one per run: the receiver keeps every run's spans
     r = send(traced, "/hello.php", trace_id)
     assert r.status == 200
     spans = receiver.trace(trace_id, 4)
@@ -157,7 +162,7 @@ def test_a_php_request_is_a_span_under_caddys_with_its_wait_and_run(traced, rece
 
 
 def test_php_continues_the_trace_under_its_span(traced, receiver):
-    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    trace_id = uuid.uuid4().hex  # one per run: the receiver keeps every run's spans
     r = send(traced, "/traced", trace_id)
     spans = receiver.trace(trace_id, 2)
     php = next(s for s in spans if s.name == "php worker")
@@ -166,14 +171,14 @@ def test_php_continues_the_trace_under_its_span(traced, receiver):
 
 
 def test_a_fault_and_a_timeout_are_the_spans_errors(traced, receiver):
-    trace_id = "5c3e4a1f9b8d7e6f5a4b3c2d1e0f9a8b"
+    trace_id = uuid.uuid4().hex  # one per run: the receiver keeps every run's spans
     assert send(traced, "/fatal.php", trace_id).status == 500
     php = next(s for s in receiver.trace(trace_id, 2) if s.name == "php classic")
     assert php.status.code == 2 and "500" in php.status.message
 
     # A C call PHP's time limit cannot cut short, past the limit (1 s) and the grace.
     cost = bcrypt_cost(traced, 4)
-    trace_id = "6d4f5b2a0c9e8f7a6b5c4d3e2f1a0b9c"
+    trace_id = uuid.uuid4().hex  # one per run: the receiver keeps every run's spans
     slow = send(traced, f"/bcrypt.php?cost={cost}", trace_id)
     assert slow.status == 504
     php = next(s for s in receiver.trace(trace_id, 2) if s.name == "php classic")
@@ -184,7 +189,7 @@ def test_the_queue_span_starts_once_the_body_has_arrived(traced, receiver):
     """An upload's time is not PHP's: a 256 KB body sent over 1.2 s is read before the
     request goes to PHP, and "php queue" starts when the core takes it, after the body;
     the wait and the run together take a small part of the PHP span."""
-    trace_id = "7e5a6b3c1d0f9e8a7b6c5d4e3f2a1b0c"
+    trace_id = uuid.uuid4().hex  # one per run: the receiver keeps every run's spans
     body = b"x" * (256 * 1024)
     s = socket.create_connection(("127.0.0.1", traced.port), timeout=30)
     s.sendall(f"POST /hello.php HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {len(body)}\r\n"
