@@ -503,6 +503,42 @@ def test_a_php_ini_reload_restarts_processes_one_at_a_time(start_server, crashex
     assert srv.stop() == 0
 
 
+def test_worker_restarts_and_opcache_resets_reach_the_processes_under_load(start_server, crashext):
+    """Under load: the admin API's worker restart replaces the worker's threads in every
+    child with no failed request, and the metrics count each; an opcache_reset() empties
+    the OPcache of the child that ran it, and /php_worker/threads says which."""
+    srv = start_server("processes-restart", caddyfile(crashext, extra="\t\tphp_ini opcache.enable 1"))
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5", "/w/sleep?ms=20"])
+    time.sleep(0.5)
+
+    def restarts():
+        _, text = srv.admin("GET", "/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("php_worker_worker_restarts_total{"))
+
+    before = restarts()
+    status, body = srv.admin("POST", "/php_worker/workers/restart")
+    assert status == 200, body
+    assert eventually(lambda: restarts() - before >= 2, timeout=15), (before, restarts())
+    time.sleep(0.5)
+    answers = load.stop()
+    assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert len({a[2] for a in answers}) == 2, "both processes served throughout"
+    assert restarts() - before == 2, "one worker thread in each of the 2 processes"
+
+    reset = srv.get("/reset.php").json()
+    assert reset["reset"] is True, reset
+    slot = next(p["process"] for p in processes(srv) if p["pid"] == reset["pid"])
+
+    def resets():
+        return {o["process"]: o["opcache"].get("restarts_opcache_reset", 0) for o in srv.threads()["opcache_by_process"]}
+
+    # OPcache restarts once no script of that child runs: at its next request.
+    assert eventually(lambda: srv.get("/sleep.php").status == 200 and resets()[slot] >= 1, timeout=10), resets()
+    assert all(n == 0 for s, n in resets().items() if s != slot), "the other child's OPcache is its own"
+    assert srv.stop() == 0
+
+
 def test_a_crash_in_a_process_does_not_end_pid_1(tmp_path, crashext):
     """As a container's PID 1 (unshare --pid --fork), with processes 2: a crash in a child
     costs its request and the child; the server serves on, and SIGTERM ends it with 0."""
