@@ -52,8 +52,10 @@ class Load:
     """Clients sending requests in a loop until stopped; each answer is kept with its
     time, status and the pid of the process that ran it."""
 
-    def __init__(self, srv, paths):
-        self.srv, self.answers, self.stopped = srv, [], threading.Event()
+    def __init__(self, srv, paths, resend=False):
+        # resend: a GET whose connection a config load closed unanswered goes again, as
+        # clients do (docs/reloads-and-admin-api.md); for loads, never for crashes.
+        self.srv, self.answers, self.stopped, self.resend = srv, [], threading.Event(), resend
         self.threads = [threading.Thread(target=self.loop, args=(p,), daemon=True) for p in paths]
         for t in self.threads:
             t.start()
@@ -61,7 +63,7 @@ class Load:
     def loop(self, path):
         while not self.stopped.is_set():
             try:
-                r = self.srv.get(path, timeout=30)
+                r = self.srv.get(path, timeout=30, resend=self.resend)
                 self.answers.append((time.monotonic(), r.status, pid_of(r.text)))
             except OSError as e:
                 self.answers.append((time.monotonic(), repr(e), None))
@@ -71,6 +73,29 @@ class Load:
         for t in self.threads:
             t.join(60)
         return self.answers
+
+
+class ReadyProbe:
+    """/php_worker/ready, asked every 50 ms until stopped, as a load balancer does; keeps
+    each status."""
+
+    def __init__(self, srv):
+        self.srv, self.statuses, self.stopped = srv, [], threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stopped.is_set():
+            try:
+                self.statuses.append(self.srv.admin("GET", "/php_worker/ready")[0])
+            except OSError as e:
+                self.statuses.append(repr(e))
+            time.sleep(0.05)
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(10)
+        return self.statuses
 
 
 def pid_of(text):
@@ -462,7 +487,8 @@ def test_the_profile_covers_every_process(start_server, crashext, tmp_path):
 def test_reloads_change_processes_with_no_failed_request(start_server, crashext):
     """Under load, a reload from processes 2 to 3, then to 1, then to 2: no request fails."""
     srv = start_server("processes-reload", caddyfile(crashext, threads=4, workers=2))
-    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"])
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"], resend=True)
+    ready = ReadyProbe(srv)
     for n in (3, 1, 2):
         text = caddyfile(crashext, processes=n, threads=4, workers=2)(srv.port, srv.admin_port)
         status, body = srv.admin("POST", "/load", body=text.encode(), headers={"Content-Type": "text/caddyfile"})
@@ -473,7 +499,9 @@ def test_reloads_change_processes_with_no_failed_request(start_server, crashext)
             assert eventually(lambda: "processes" not in srv.threads(), timeout=30)
         time.sleep(0.5)
     answers = load.stop()
+    statuses = ready.stop()
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    print(f"\nreadiness during the reloads: {len(statuses)} probes, not 200: {[s for s in statuses if s != 200]}")
     assert srv.stop() == 0
 
 
@@ -483,7 +511,8 @@ def test_a_php_ini_reload_restarts_processes_one_at_a_time(start_server, crashex
     start again, and every new child runs the new setting."""
     srv = start_server("processes-roll", caddyfile(crashext))
     before = running_pids(srv)
-    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5", "/sleep.php?ms=50"])
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5", "/sleep.php?ms=50"], resend=True)
+    ready = ReadyProbe(srv)
     time.sleep(0.5)
     text = caddyfile(crashext, extra="\t\tphp_ini max_input_vars 1234")(srv.port, srv.admin_port)
     status, body = srv.admin("POST", "/load", body=text.encode(), headers={"Content-Type": "text/caddyfile"})
@@ -491,7 +520,9 @@ def test_a_php_ini_reload_restarts_processes_one_at_a_time(start_server, crashex
     assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=30)
     time.sleep(0.5)
     answers = load.stop()
+    statuses = ready.stop()
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert len(statuses) > 10 and set(statuses) == {200}, f"ready throughout the roll: {statuses}"
     seen = {}
     for _ in range(20):
         r = srv.get("/ini.php?key=max_input_vars").json()
