@@ -573,6 +573,39 @@ def test_worker_restarts_and_opcache_resets_reach_the_processes_under_load(start
     assert srv.stop() == 0
 
 
+def test_a_php_ini_that_php_refuses_leaves_the_processes_on_the_previous_one(start_server, crashext):
+    """Under load, a reload whose php_ini makes an extension abort while PHP starts: the
+    first new child dies starting, the log says PHP refused the new php_ini, and the
+    running children serve on, unchanged, with no failed request. A later good php_ini
+    still rolls out."""
+    srv = start_server("processes-refused", caddyfile(crashext))
+    before = running_pids(srv)
+    load = Load(srv, ["/sleep.php?ms=5", "/w/sleep?ms=5"], resend=True)
+    ready = ReadyProbe(srv)
+    time.sleep(0.3)
+    bad = caddyfile(crashext, extra="\t\tphp_ini pw_crash.at_startup 1")(srv.port, srv.admin_port)
+    status, body = srv.admin("POST", "/load", body=bad.encode(), headers={"Content-Type": "text/caddyfile"})
+    assert status == 200, body  # the config is valid; PHP refuses it when it starts
+    refused = srv.wait_log(lambda e: e.get("msg") == "PHP does not start with the new php_ini; its processes keep the previous one",
+                           timeout=30)
+    assert refused and refused[0]["level"] == "error", srv.log_text()[-3000:]
+    assert "killed by SIGABRT" in refused[0]["error"], refused[0]
+    time.sleep(0.5)
+    answers = load.stop()
+    statuses = ready.stop()
+    assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
+    assert set(statuses) == {200}, statuses
+    assert running_pids(srv) == before, "the running children are the same ones"
+    assert {srv.get("/ini.php?key=pw_crash.at_startup").json()["value"] for _ in range(6)} == {"0"}
+
+    good = caddyfile(crashext, extra="\t\tphp_ini max_input_vars 1234")(srv.port, srv.admin_port)
+    status, body = srv.admin("POST", "/load", body=good.encode(), headers={"Content-Type": "text/caddyfile"})
+    assert status == 200, body
+    assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=30)
+    assert {srv.get("/ini.php?key=max_input_vars").json()["value"] for _ in range(6)} == {"1234"}
+    assert srv.stop() == 0
+
+
 def test_a_crash_in_a_process_does_not_end_pid_1(tmp_path, crashext):
     """As a container's PID 1 (unshare --pid --fork), with processes 2: a crash in a child
     costs its request and the child; the server serves on, and SIGTERM ends it with 0."""

@@ -161,12 +161,27 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	}
 	for _, step := range steps {
 		if _, err := p.call(step); err != nil {
+			if errors.Is(err, errProcessGone) {
+				err = fmt.Errorf("%w (%s)", err, p.exitedHow(time.Second))
+			}
 			p.stop()
 			return nil, fmt.Errorf("starting PHP process %d (%s): %w", i, step.Op, err)
 		}
 	}
 	c.logger().Info("PHP process started", zap.Int("process", i), zap.Int("pid", cmd.Process.Pid))
 	return p, nil
+}
+
+// exitedHow says how the process ended ("killed by SIGABRT", "exit status 1"), once its
+// death was seen, waiting at most d for it.
+func (p *proc) exitedHow(d time.Duration) string {
+	select {
+	case <-p.exited:
+		how, _ := exitDescription(p.state)
+		return how
+	case <-time.After(d):
+		return "how is not known yet"
+	}
 }
 
 // mapGeneration records that the cluster's generation g of a pool is the child's own.

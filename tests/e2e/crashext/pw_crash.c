@@ -6,6 +6,9 @@
  *   pw_crash("abort")  calls abort() (SIGABRT), as a failed assertion does
  *   pw_crash("stack")  recurses in C until the stack overflows (SIGSEGV on the guard page)
  *   pw_crash("exit")   calls _exit(3) from C, past PHP and the server
+ *
+ * and with pw_crash.at_startup=1 in php.ini it calls abort() while PHP starts, as an
+ * extension does that a new setting breaks.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -51,11 +54,30 @@ static const zend_function_entry pw_crash_functions[] = {
 	PHP_FE_END
 };
 
+PHP_INI_BEGIN()
+	PHP_INI_ENTRY("pw_crash.at_startup", "0", PHP_INI_SYSTEM, NULL)
+PHP_INI_END()
+
+static PHP_MINIT_FUNCTION(pw_crash)
+{
+	REGISTER_INI_ENTRIES();
+	if (INI_BOOL("pw_crash.at_startup")) {
+		abort();
+	}
+	return SUCCESS;
+}
+
+static PHP_MSHUTDOWN_FUNCTION(pw_crash)
+{
+	UNREGISTER_INI_ENTRIES();
+	return SUCCESS;
+}
+
 zend_module_entry pw_crash_module_entry = {
 	STANDARD_MODULE_HEADER,
 	"pw_crash",
 	pw_crash_functions,
-	NULL, NULL, NULL, NULL, NULL,
+	PHP_MINIT(pw_crash), PHP_MSHUTDOWN(pw_crash), NULL, NULL, NULL,
 	"0.1",
 	STANDARD_MODULE_PROPERTIES
 };
