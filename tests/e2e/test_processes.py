@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, REPO, WORK, eventually, free_port, http_get, make_caddyfile
+from conftest import CADDY, REPO, WORK, eventually, free_port, http_get, make_caddyfile, php_version
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "processes"
@@ -23,9 +23,15 @@ LOST = "the PHP process running this request died; answering 502"
 
 @pytest.fixture(scope="session")
 def crashext():
-    """pw_crash.so, built with the phpize of the PHP ./caddy embeds."""
-    php_config = os.environ.get("PHP_CONFIG") or subprocess.run(
-        [str(REPO / "scripts" / "build-php.sh")], capture_output=True, text=True, check=True).stdout.strip()
+    """pw_crash.so, built with the phpize of the PHP the binary under test embeds (8.4's,
+    or 8.2's when tests/run.sh runs this file on its PHP 8.2 build)."""
+    version = "%d.%d" % php_version()
+    php_config = os.environ.get("PHP_CONFIG")
+    if not php_config or not subprocess.run([php_config, "--version"], capture_output=True, text=True,
+                                            check=True).stdout.startswith(version + "."):
+        env = {k: v for k, v in os.environ.items() if k not in ("PHP_CONFIG", "PHP_PREFIX", "PHP")}
+        php_config = subprocess.run([str(REPO / "scripts" / "build-php.sh")], capture_output=True, text=True,
+                                    check=True, env=dict(env, PHP_VERSION=version)).stdout.strip()
     prefix = subprocess.run([php_config, "--prefix"], capture_output=True, text=True, check=True).stdout.strip()
     build = WORK / "crashext"
     shutil.rmtree(build, ignore_errors=True)
