@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Builds php_worker's OCI image from the portable binary, without a container daemon.
+
+    packaging/image/build-image.py [--arch amd64] [--out dist/image-amd64]
+
+Input: dist/php_worker/ (scripts/build-portable.sh) and Debian 12's packages for the
+base, fetched with `apt-get download` (cached in ~/.cache/php_worker/image-debs-<arch>/):
+libc, libgcc_s, dash (for the entrypoint and `php`), tzdata, the CA certificates, the
+MIME types, base-files and netbase. Their files are unpacked as they are, without
+maintainer scripts; what those scripts would make (the CA bundle, /bin/sh, the users)
+is made here.
+
+Output: an OCI image layout in --out (`oci:dist/image-amd64:latest` for skopeo, umoci
+and podman) and the same as one archive beside it (--out + ".tar"), which `podman load`
+and `docker load` take. The output is reproducible: every time, file time and owner in
+the layer comes from SOURCE_DATE_EPOCH (default: the last commit's time), so the same
+inputs give the same digests.
+
+What the image holds and how to use it: docs/container-image.md.
+"""
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PACKAGES = ["libc6", "libgcc-s1", "dash", "tzdata", "ca-certificates", "media-types", "base-files", "netbase"]
+# What a server never reads: documentation, manuals, translations.
+DROPPED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/",
+           "usr/share/bug/", "usr/share/bash-completion/")
+USER, UID, GID = "php_worker", 1000, 1000
+# The image's user may bind 80 and 443: the binary carries CAP_NET_BIND_SERVICE as a file
+# capability (vfs_cap_data revision 2: magic and flags, then permitted and inheritable
+# for the low and high 32 capabilities; bit 10 is CAP_NET_BIND_SERVICE, effective set).
+CAP_NET_BIND_SERVICE = (0x02000001).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(4) + bytes(8)
+GO_ARCH = {"amd64": "amd64", "arm64": "arm64"}
+
+
+def log(msg):
+    print(f"build-image: {msg}", file=sys.stderr)
+
+
+class Tree:
+    """The image's files, by path, each a TarInfo and its content."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+        self.entries = {}
+
+    def add(self, info, data=None):
+        info = self.normalize(info)
+        if info.name in ("", "."):
+            return
+        parent = os.path.dirname(info.name)
+        if parent and parent not in self.entries:
+            self.dir(parent)
+        self.entries[info.name] = (info, data)
+
+    def normalize(self, info):
+        info.name = info.name.lstrip("./").rstrip("/") if info.name not in (".", "./") else ""
+        info.mtime = min(int(info.mtime), self.epoch)
+        info.uname, info.gname = "", ""
+        return info
+
+    def dir(self, path, mode=0o755, uid=0, gid=0):
+        info = tarfile.TarInfo(path)
+        info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, gid, self.epoch
+        self.add(info)
+
+    def file(self, path, data, mode=0o644, uid=0, gid=0, xattrs=None):
+        info = tarfile.TarInfo(path)
+        info.size, info.mode, info.uid, info.gid, info.mtime = len(data), mode, uid, gid, self.epoch
+        if xattrs:
+            info.pax_headers = {f"SCHILY.xattr.{k}": v.decode("latin-1") for k, v in xattrs.items()}
+        self.add(info, data)
+
+    def link(self, path, target):
+        info = tarfile.TarInfo(path)
+        info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, self.epoch
+        self.add(info)
+
+    def add_tar(self, tar):
+        for info in tar:
+            name = info.name.lstrip("./")
+            if name.startswith(DROPPED) or info.type in (tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE):
+                continue
+            data = tar.extractfile(info).read() if info.isreg() else None
+            if info.islnk():  # a hard link becomes a copy: the layer stays order-free
+                target = self.entries.get(info.linkname.lstrip("./").rstrip("/"))
+                if not target:
+                    continue
+                data = target[1]
+                info.type, info.size, info.linkname = tarfile.REGTYPE, len(data), ""
+            self.add(info, data)
+
+    def layer(self):
+        """The layer as an uncompressed tar: sorted, PAX, numeric owners only."""
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name in sorted(self.entries):
+                info, data = self.entries[name]
+                tar.addfile(info, io.BytesIO(data) if data is not None else None)
+        return out.getvalue()
+
+
+def fetch_packages(arch):
+    cache = Path(os.environ.get("PHP_WORKER_CACHE", Path.home() / ".cache" / "php_worker")) / f"image-debs-{arch}"
+    cache.mkdir(parents=True, exist_ok=True)
+    names = [f"{p}:{arch}" if p not in ("tzdata", "ca-certificates", "media-types", "netbase") else p for p in PACKAGES]
+    missing = [n for n, p in zip(names, PACKAGES) if not list(cache.glob(f"{p}_*.deb"))]
+    if missing:
+        log(f"apt-get download {' '.join(missing)} (cached in {cache})")
+        subprocess.run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", *missing], cwd=cache, check=True, stdout=subprocess.DEVNULL)
+    debs = []
+    for p in PACKAGES:
+        found = sorted(cache.glob(f"{p}_*.deb"))
+        if not found:
+            sys.exit(f"build-image: no {p} package in {cache}")
+        debs.append(found[-1])
+    return debs
+
+
+def deb_version(deb):
+    return deb.name.split("_")[1]
+
+
+def base_files(tree, debs):
+    for deb in debs:
+        fsys = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(fsys)) as tar:
+            tree.add_tar(tar)
+    # What the maintainer scripts would have made.
+    tree.link("bin/sh", "dash")
+    certs = sorted(p for p in tree.entries if p.startswith("usr/share/ca-certificates/") and p.endswith(".crt"))
+    bundle = b"".join(tree.entries[p][1] for p in certs)
+    tree.dir("etc/ssl/certs")
+    tree.file("etc/ssl/certs/ca-certificates.crt", bundle)
+    tree.link("etc/localtime", "/usr/share/zoneinfo/Etc/UTC")
+    tree.file("etc/timezone", b"Etc/UTC\n")
+    tree.file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\nnetworks: files\n"
+              b"protocols: files\nservices: files\n")
+    # Runtimes mount their own over it; one that does not still finds localhost, where
+    # Caddy's admin API listens.
+    tree.file("etc/hosts", b"127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n")
+    tree.file("etc/passwd", f"root:x:0:0:root:/root:/bin/sh\n{USER}:x:{UID}:{GID}:php_worker:/data:/usr/sbin/nologin\n"
+              .encode())
+    tree.file("etc/group", f"root:x:0:\n{USER}:x:{GID}:\n".encode())
+    tree.dir("root", 0o700)
+    tree.dir("tmp", 0o1777)
+    return len(certs)
+
+
+def server_files(tree, dist, epoch):
+    binary = (dist / "bin" / "caddy").read_bytes()
+    tree.file("usr/local/bin/php_worker", binary, 0o755, xattrs={"security.capability": CAP_NET_BIND_SERVICE})
+    for name in ("caddy", "frankenphp"):
+        tree.link(f"usr/local/bin/{name}", "php_worker")
+    for so in sorted((dist / "lib" / "php_worker").glob("*.so")):
+        tree.file(f"usr/local/lib/php_worker/{so.name}", so.read_bytes())
+    for script in ("php", "php-worker-entrypoint"):
+        tree.file(f"usr/local/bin/{script}", (HERE / script).read_bytes(), 0o755)
+    tree.dir("etc/caddy")
+    tree.file("etc/caddy/Caddyfile", (HERE / "Caddyfile").read_bytes())
+    tree.dir("etc/php_worker/conf.d")
+    tree.file("etc/php_worker/php.ini", php_ini_production())
+    tree.dir("app/public", uid=UID, gid=GID)
+    tree.file("app/public/index.php", (REPO / "packaging" / "files" / "index.php").read_bytes(), uid=UID, gid=GID)
+    for d in ("config", "data"):
+        tree.dir(d, 0o755, UID, GID)
+
+
+def php_ini_production():
+    """PHP's php.ini-production, from the build the binary links (as the .deb ships)."""
+    env = {k: v for k, v in os.environ.items() if k != "PHP_CONFIG"}
+    php_config = subprocess.run([str(REPO / "scripts" / "build-php.sh")], capture_output=True, text=True, check=True,
+                                env=env).stdout.strip()
+    prefix = subprocess.run([php_config, "--prefix"], capture_output=True, text=True, check=True).stdout.strip()
+    return (Path(prefix) / "lib" / "php" / "php.ini-production").read_bytes()
+
+
+def blob(layout, data, media_type):
+    digest = hashlib.sha256(data).hexdigest()
+    (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    (layout / "blobs" / "sha256" / digest).write_bytes(data)
+    return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": len(data)}
+
+
+def canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", default="amd64", choices=sorted(GO_ARCH))
+    ap.add_argument("--dist", default=str(REPO / "dist" / "php_worker"), help="the portable binary's folder")
+    ap.add_argument("--out", help="the OCI layout to write (default: dist/image-<arch>)")
+    args = ap.parse_args()
+    dist, out = Path(args.dist), Path(args.out or REPO / "dist" / f"image-{args.arch}")
+    if not (dist / "bin" / "caddy").exists():
+        sys.exit(f"build-image: no {dist}/bin/caddy: run scripts/build-portable.sh first")
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=True).stdout)
+    version = (REPO / "VERSION").read_text().strip()
+    revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    debs = fetch_packages(args.arch)
+    tree = Tree(epoch)
+    certs = base_files(tree, debs)
+    server_files(tree, dist, epoch)
+    layer = tree.layer()
+    log(f"{len(tree.entries)} files, {len(layer) >> 20} MiB; {certs} CA certificates; "
+        + ", ".join(f"{d.name.split('_')[0]} {deb_version(d)}" for d in debs))
+
+    gz = io.BytesIO()
+    with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=6, mtime=0) as z:
+        z.write(layer)
+    created = subprocess.run(["date", "-u", "-d", f"@{epoch}", "+%Y-%m-%dT%H:%M:%SZ"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    health = "php -r 'exit(@file_get_contents(\"http://127.0.0.1:2019/php_worker/ready\") === false ? 1 : 0);'"
+    config = {
+        "created": created,
+        "architecture": GO_ARCH[args.arch],
+        "os": "linux",
+        "config": {
+            "User": f"{UID}:{GID}",
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "XDG_CONFIG_HOME=/config", "XDG_DATA_HOME=/data", "CADDYFILE=/etc/caddy/Caddyfile",
+                    "SERVER_NAME=:80"],
+            "Entrypoint": ["/usr/local/bin/php-worker-entrypoint"],
+            "Cmd": ["php_worker", "run"],
+            "WorkingDir": "/app",
+            "ExposedPorts": {"80/tcp": {}, "443/tcp": {}, "443/udp": {}},
+            "Volumes": {"/config": {}, "/data": {}},
+            "StopSignal": "SIGTERM",
+            # Docker's field (OCI runtimes leave it): podman and docker run it when the
+            # image is converted to their format, as `podman build --format docker` does.
+            "Healthcheck": {"Test": ["CMD-SHELL", health], "Interval": 10_000_000_000, "Timeout": 3_000_000_000,
+                            "StartPeriod": 30_000_000_000, "Retries": 3},
+            "Labels": {
+                "org.opencontainers.image.title": "php_worker",
+                "org.opencontainers.image.description": "A PHP application server for Caddy: classic and worker mode",
+                "org.opencontainers.image.version": version,
+                "org.opencontainers.image.revision": revision,
+                "org.opencontainers.image.created": created,
+                "org.opencontainers.image.licenses": "Apache-2.0",
+                "org.opencontainers.image.base.name": "debian:bookworm (packages: " + " ".join(
+                    f"{d.name.split('_')[0]}={deb_version(d)}" for d in debs) + ")",
+            },
+        },
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
+        "history": [{"created": created, "created_by": "packaging/image/build-image.py"}],
+    }
+
+    if out.exists():
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+    out.mkdir(parents=True)
+    layer_desc = blob(out, gz.getvalue(), "application/vnd.oci.image.layer.v1.tar+gzip")
+    config_desc = blob(out, canonical(config), "application/vnd.oci.image.config.v1+json")
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": config_desc, "layers": [layer_desc],
+                "annotations": {"org.opencontainers.image.created": created}}
+    manifest_desc = blob(out, canonical(manifest), "application/vnd.oci.image.manifest.v1+json")
+    manifest_desc["platform"] = {"architecture": GO_ARCH[args.arch], "os": "linux"}
+    manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": "latest"}
+    (out / "index.json").write_bytes(canonical({"schemaVersion": 2, "manifests": [manifest_desc]}))
+    (out / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
+
+    # The same layout as one archive, its members in order and with the epoch's time.
+    archive = out.with_name(out.name + ".tar")
+    with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(out.rglob("*")):
+            info = tar.gettarinfo(str(path), str(path.relative_to(out)))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
+            info.mode = 0o755 if path.is_dir() else 0o644
+            with open(path, "rb") if path.is_file() else open(os.devnull, "rb") as f:
+                tar.addfile(info, f if path.is_file() else None)
+    log(f"{out} (oci:{out}:latest) and {archive}: {manifest_desc['digest']}, "
+        f"layer {layer_desc['size'] >> 20} MiB compressed")
+    print(manifest_desc["digest"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Tests the OCI image (packaging/image/build-image.py) the way a container runtime
+# would run it, without one (podman and docker cannot start containers on these
+# machines): umoci unpacks the image into a root and writes the runtime config it
+# implies (the image's user, env, working directory, entrypoint and command); the test
+# runs that command as PID 1 of new PID, mount and network namespaces, chrooted into the
+# root, as the image's user. It checks:
+#   - the build is reproducible: a second build gives the same digest;
+#   - the root: CA bundle, time zones, MIME types, the user, the binary's capability;
+#   - `php -v` and the extension list; the image's user binds port 80;
+#   - the default command serves the default page on :80, and the image's health check
+#     passes while it runs;
+#   - SIGTERM to PID 1 stops it within its shutdown_timeout, with status 0;
+#   - a mounted Caddyfile (CADDYFILE names another) is served, and a crash on a PHP
+#     thread (an extension that segfaults) ends PID 1 with status 139.
+#
+# Needs root (namespaces, chroot) and dist/php_worker/ (scripts/build-portable.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+
+log() { echo "image: $*"; }
+fail() { echo "image: FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "needs root (namespaces, chroot)"
+[ -x dist/php_worker/bin/caddy ] || scripts/build-portable.sh
+scripts/install-deps.sh --image >/dev/null
+
+work=$(mktemp -d /tmp/php_worker-image.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+digest=$(packaging/image/build-image.py)
+again=$(packaging/image/build-image.py --out "$work/again")
+[ "$digest" = "$again" ] || fail "two builds differ: $digest and $again"
+log "two builds give the same image: $digest"
+
+umoci unpack --image dist/image-amd64:latest "$work/bundle" >/dev/null
+root=$work/bundle/rootfs
+chmod 755 "$work" "$work/bundle" # mktemp's and umoci's 0700: the image's user must reach /
+# What the runtime config says to run, and as whom.
+eval "$(python3 - "$work/bundle/config.json" <<'PY'
+import json, shlex, sys
+p = json.load(open(sys.argv[1]))["process"]
+print("image_args=(" + " ".join(shlex.quote(a) for a in p["args"]) + ")")
+print("image_env=(" + " ".join(shlex.quote(e) for e in p["env"]) + ")")
+print(f"image_cwd={shlex.quote(p['cwd'])} image_user={p['user']['uid']}:{p['user']['gid']}")
+PY
+)"
+# The health check, a field of Docker's that skopeo's OCI view leaves out: from the blob.
+health=$(python3 - dist/image-amd64 <<'PY'
+import json, sys
+from pathlib import Path
+layout = Path(sys.argv[1])
+blob = lambda d: json.loads((layout / "blobs" / "sha256" / d.split(":")[1]).read_text())
+manifest = blob(json.loads((layout / "index.json").read_text())["manifests"][0]["digest"])
+test = blob(manifest["config"]["digest"])["config"]["Healthcheck"]["Test"]
+assert test[0] == "CMD-SHELL", test
+print(test[1])
+PY
+)
+log "the image runs ${image_args[*]} in $image_cwd as $image_user"
+[ "$image_user" != 0:0 ] || fail "the image runs as root"
+
+for f in etc/ssl/certs/ca-certificates.crt usr/share/zoneinfo/Europe/Paris etc/mime.types etc/passwd usr/local/bin/php; do
+	[ -s "$root/$f" ] || fail "the root lacks /$f"
+done
+certs=$(grep -c 'BEGIN CERTIFICATE' "$root/etc/ssl/certs/ca-certificates.crt")
+[ "$certs" -gt 100 ] || fail "the CA bundle has $certs certificates"
+getcap "$root/usr/local/bin/php_worker" | grep -q cap_net_bind_service || fail "the binary lacks CAP_NET_BIND_SERVICE"
+log "the root: $certs CA certificates, time zones, MIME types; $(du -sh "$root" | cut -f1) on disk"
+
+# As the container runs: its own PID, mount and network namespaces (loopback up), the
+# root, its user, only its env, its working directory. "$@" is the command; it ends up
+# PID 1 through exec.
+in_image() {
+	unshare --pid --fork --mount --net -- sh -c 'ip link set lo up && mount -t proc proc "$0/proc" && exec "$@"' "$root" \
+		env -i "${image_env[@]}" chroot --userspec="$image_user" "$root" /bin/sh -c 'cd "$0" && exec "$@"' "$image_cwd" "$@"
+}
+# Runs a command in the namespaces (network, mounts) of the container whose PID 1 is $1.
+in_net_of() { local pid=$1; shift; nsenter -t "$pid" -n -m "$@"; }
+
+version=$(in_image php -v | grep "^PHP " | head -n1)
+[[ $version == "PHP 8."*"(cli)"* ]] || fail "php -v: $version"
+modules=$(in_image php -m)
+for m in curl gd intl mbstring openssl pdo_sqlite sodium zip "Zend OPcache"; do
+	grep -qx "$m" <<<"$modules" || fail "php -m lacks $m"
+done
+in_image php -r 'exit(stream_socket_server("tcp://0.0.0.0:80") ? 0 : 1);' || fail "the image's user cannot bind port 80"
+log "$version; $(grep -vc '^\[\|^$' <<<"$modules") modules; its user binds port 80"
+
+# pid1_of <pid>: the container's PID 1 as the host sees it, the descendant of <pid>
+# whose id in its own PID namespace is 1.
+pid1_of() {
+	local p
+	for _ in $(seq 100); do
+		for p in $(pgrep -P "$1") $(pgrep -P "$(pgrep -P "$1" | tr '\n' ',' | sed 's/,$//')" 2>/dev/null); do
+			[ "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status" 2>/dev/null)" = 1 ] && { echo "$p"; return; }
+		done
+		sleep 0.05
+	done
+	fail "the container did not start"
+}
+# get <pid1> <path>: the answer's status and body from inside the container's network.
+get() { in_net_of "$1" curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1$2" || true; }
+healthy() {
+	in_net_of "$1" env -i "${image_env[@]}" chroot --userspec="$image_user" "$root" /bin/sh -c "$health" 2>/dev/null
+}
+
+in_image /bin/sh -c "$health" 2>/dev/null && fail "the health check passes where no server runs"
+
+log "the default command, as PID 1"
+in_image "${image_args[@]}" >"$work/run.log" 2>&1 &
+outer=$!
+pids+=("$outer")
+pid1=$(pid1_of "$outer")
+for _ in $(seq 150); do [ "$(get "$pid1" /)" = 200 ] && break; sleep 0.2; done
+[ "$(get "$pid1" /)" = 200 ] || { cat "$work/run.log" >&2; fail "the default page does not answer on :80"; }
+grep -q 'php_worker is running' "$work/body" || fail "the default page: $(head -c 300 "$work/body")"
+[ "$(cat /proc/"$pid1"/comm)" = php_worker ] || fail "PID 1 is $(cat /proc/"$pid1"/comm), not the server"
+healthy "$pid1" || fail "the health check fails while the server runs"
+log "the default page answers on :80; the health check passes; PID 1 is the server"
+start=$(date +%s.%N)
+kill -TERM "$pid1"
+status=0
+wait "$outer" || status=$?
+took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+[ "$status" = 0 ] || { tail -n 20 "$work/run.log" >&2; fail "SIGTERM: status $status"; }
+python3 -c "import sys; sys.exit(0 if $took < 30 else 1)" || fail "SIGTERM took $took s (shutdown_timeout is 30 s)"
+log "SIGTERM: stopped with status 0 in $took s"
+
+log "a mounted Caddyfile, and a crash on a PHP thread"
+ext=$work/crashext
+cp -r tests/e2e/crashext "$ext"
+php_config=$(env -u PHP_CONFIG scripts/build-php.sh)
+(cd "$ext" && "$("$php_config" --prefix)/bin/phpize" >/dev/null 2>&1 &&
+	./configure --with-php-config="$php_config" >/dev/null && make -j2 >/dev/null) || fail "building the crashing extension"
+mkdir -p "$root/srv/test/public"
+cp "$ext/modules/pw_crash.so" "$root/srv/test/"
+printf '<?php pw_crash($_GET["how"] ?? "segv");\n' >"$root/srv/test/public/crash.php"
+printf '<?php echo "mounted";\n' >"$root/srv/test/public/index.php"
+cat >"$root/srv/test/Caddyfile" <<EOF
+{
+	php_worker {
+		php_ini extension /srv/test/pw_crash.so
+	}
+}
+:8080 {
+	root * /srv/test/public
+	php_worker
+}
+EOF
+image_env+=(CADDYFILE=/srv/test/Caddyfile)
+in_image "${image_args[@]}" >"$work/crash.log" 2>&1 &
+outer=$!
+pids+=("$outer")
+pid1=$(pid1_of "$outer")
+for _ in $(seq 150); do [ "$(get "$pid1" :8080/)" = 200 ] && break; sleep 0.2; done
+[ "$(cat "$work/body")" = mounted ] || { cat "$work/crash.log" >&2; fail "the mounted Caddyfile is not served"; }
+healthy "$pid1" || fail "the health check fails while the server runs"
+get "$pid1" :8080/crash.php >/dev/null
+status=0
+timeout 10 tail --pid="$outer" -f /dev/null || fail "PID 1 still runs 10 s after the crash"
+wait "$outer" || status=$?
+[ "$status" = 139 ] || { tail -n 20 "$work/crash.log" >&2; fail "after a SIGSEGV PID 1 ended with $status, not 139"; }
+grep -q '"PHP thread received a fatal signal' "$work/crash.log" || fail "no crash trail in the log"
+log "a crash ended PID 1 with status 139, its trail in the log"
+log "ok"
