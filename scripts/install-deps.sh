@@ -10,6 +10,7 @@
 #   scripts/install-deps.sh --portable plus what scripts/build-static-deps.sh uses (cmake)
 #   scripts/install-deps.sh --deb      plus what scripts/build-deb.sh uses (debhelper, lintian)
 #   scripts/install-deps.sh --install-test  plus debootstrap (tests/install/clean-root.sh)
+#   scripts/install-deps.sh --image    plus umoci and skopeo (the image's test)
 set -euo pipefail
 
 build_pkgs=(
@@ -27,6 +28,7 @@ bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
 portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
 install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh
+image_pkgs=(umoci skopeo libcap2-bin iproute2)               # tests/install/image.sh
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
@@ -36,6 +38,7 @@ for arg in "$@"; do
 	--portable) want+=("${portable_pkgs[@]}") ;;
 	--deb) want+=("${deb_pkgs[@]}") ;;
 	--install-test) want+=("${install_test_pkgs[@]}") ;;
+	--image) want+=("${image_pkgs[@]}") ;;
 	*) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
 	esac
 done

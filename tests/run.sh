@@ -3,15 +3,16 @@
 # tests (property tests included) and header check, the Go module's unit tests and fuzz
 # targets, the end-to-end suite against the built ./caddy, a quick pass of the benchmark
 # suite as a smoke check, and the install test: the portable binary and the .deb in a
-# clean Debian root (tests/install/clean-root.sh).
+# clean Debian root (tests/install/clean-root.sh), and the OCI image run as a container
+# would run it (tests/install/image.sh).
 #
 # Then on PHP 8.2, built apart (target/php-8.2/caddy): the fault, survival, worker,
-# reload, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
+# reload, processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
 #                                no install test)
-#   PHP_WORKER_INSTALL_TEST=0    skips the install test (=1, the default, builds what it needs)
+#   PHP_WORKER_INSTALL_TEST=0    skips the install and image tests (=1, the default, builds what they need)
 #   PHP_WORKER_PHP82=0           skips the PHP 8.2 stage
 #
 # Each stage's time is printed at the end.
@@ -85,6 +86,8 @@ case $install_test in
 1) scripts/build-portable.sh && scripts/build-deb.sh && tests/install/clean-root.sh ;;
 *) echo "PHP_WORKER_INSTALL_TEST must be 0 or 1" >&2; exit 2 ;;
 esac
+stage "image test: the OCI image, unpacked and run as PID 1 of its own namespaces"
+[ "$install_test" = 0 ] && echo "skipped (as the install test)" || tests/install/image.sh
 
 if [ "$php82" = 0 ]; then
 	echo "== PHP 8.2: skipped (pytest arguments, or PHP_WORKER_PHP82=0)"
