@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -61,7 +63,7 @@ func init() {
 }
 
 // cliUsage is php-cli's synopsis, for its help and its errors.
-const cliUsage = "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... (<script> | -r <code> | -v | -m | -i) [args...]"
+const cliUsage = "[--config <file> [--adapter <name>]] [-c <php.ini>] [-n] [-d key[=value]]... [<script> | -r <code> | -l <file> | -v | -m | -i | --ini] [args...]"
 
 // The modes of php_worker_cli_run().
 const (
@@ -70,6 +72,9 @@ const (
 	modeVersion = core.CLIVersion
 	modeModules = core.CLIModules
 	modeInfo    = core.CLIInfo
+	modeLint    = core.CLILint
+	modeStdin   = core.CLIStdin
+	modeIni     = core.CLIIni
 )
 
 // cliCommand is a parsed php-cli command line.
@@ -99,7 +104,7 @@ func parseCLI(args []string) (cliCommand, error) {
 	modeSet := false
 	setMode := func(m uint32) error {
 		if modeSet {
-			return fmt.Errorf("give one of a script, -r, -v, -m or -i")
+			return fmt.Errorf("give one of a script, -r, -l, -v, -m, -i or --ini")
 		}
 		c.mode, modeSet = m, true
 		return nil
@@ -141,6 +146,16 @@ func parseCLI(args []string) (cliCommand, error) {
 			err = setMode(modeModules)
 		case a == "-i":
 			err = setMode(modeInfo)
+		case a == "--ini":
+			err = setMode(modeIni)
+		case a == "-l":
+			if err = setMode(modeLint); err == nil {
+				var file string
+				file, err = value(&i, a)
+				c.argv = []string{file}
+			}
+		case a == "-a":
+			err = fmt.Errorf("no interactive shell here (-a): PHP is built without readline; run a script, or -r <code>")
 		case a == "-f":
 			var file string
 			if file, err = value(&i, a); err == nil {
@@ -168,7 +183,8 @@ func parseCLI(args []string) (cliCommand, error) {
 		c.argv = append([]string{"Standard input code"}, c.argv...)
 	case modeScript:
 		if len(c.argv) == 0 && !c.help {
-			return c, fmt.Errorf("give a script, or -r <code>, -v, -m or -i")
+			// No script: PHP reads it from standard input, as `php < script.php`.
+			c.mode, c.argv = modeStdin, []string{"Standard input code"}
 		}
 	}
 	return c, nil
@@ -213,7 +229,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Usage: caddy php-cli %s\n(caddy help php-cli says more)\n", cliUsage)
 		return 0
 	}
-	if c.mode == modeScript {
+	if c.mode == modeScript || c.mode == modeLint {
 		if st, err := os.Stat(c.argv[0]); err != nil || st.IsDir() {
 			fmt.Fprintf(stdout, "Could not open input file: %s\n", c.argv[0]) // PHP's words
 			return 1
@@ -229,5 +245,49 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	}
 
 	return core.RunCLI(core.CLICommand{Mode: c.mode, Argv: c.argv, Code: c.code, Settings: settings, INIPath: c.iniPath,
-		NoINI: c.noINI})
+		NoINI: c.noINI, Executable: phpBinary()})
+}
+
+// phpCommand is the name under which this binary is PHP's command line, as a link (the
+// image, the package and the portable layout install one beside it).
+const phpCommand = "php"
+
+// Invoked as `php`, the binary is PHP's command line and nothing else: `php artisan`,
+// Composer's `@php` scripts and PHP_BINARY's users run it so.
+func init() {
+	if filepath.Base(os.Args[0]) == phpCommand {
+		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+// phpBinary is what PHP_BINARY names: a command that runs this PHP. Invoked as `php`,
+// the path it was invoked by; else a `php` link to this binary beside it; else "" (as
+// PHP's own CLI says when it cannot tell).
+func phpBinary() string {
+	if filepath.Base(os.Args[0]) == phpCommand {
+		path := os.Args[0]
+		if !strings.Contains(path, "/") {
+			found, err := exec.LookPath(path)
+			if err != nil {
+				return ""
+			}
+			path = found
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return ""
+		}
+		return abs
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	link := filepath.Join(filepath.Dir(exe), phpCommand)
+	self, err1 := os.Stat(exe)
+	other, err2 := os.Stat(link)
+	if err1 != nil || err2 != nil || !os.SameFile(self, other) {
+		return ""
+	}
+	return link
 }

@@ -29,7 +29,20 @@ func TestParseCLIReadsPHPsOptionsUpToTheScript(t *testing.T) {
 	if err != nil || c.iniPath != "/etc/php.ini" || !reflect.DeepEqual(c.argv, []string{"x.php", "-m"}) {
 		t.Errorf("-f: %+v %v", c, err)
 	}
-	for in, want := range map[string]string{"": "give a script", "-v -m": "give one of", "-x": "unknown option -x", "-r": "needs a value"} {
+	// No script: PHP reads it from standard input.
+	c, err = parseCLI([]string{"-d", "a=1"})
+	if err != nil || c.mode != modeStdin || !reflect.DeepEqual(c.argv, []string{"Standard input code"}) {
+		t.Errorf("stdin: %+v %v", c, err)
+	}
+	c, err = parseCLI([]string{"-l", "x.php"})
+	if err != nil || c.mode != modeLint || !reflect.DeepEqual(c.argv, []string{"x.php"}) {
+		t.Errorf("-l: %+v %v", c, err)
+	}
+	if c, err = parseCLI([]string{"--ini"}); err != nil || c.mode != modeIni {
+		t.Errorf("--ini: %+v %v", c, err)
+	}
+	for in, want := range map[string]string{"-v -m": "give one of", "-x": "unknown option -x", "-r": "needs a value",
+		"-a": "no interactive shell", "-l": "needs a value", "-l a.php -v": "give one of"} {
 		if _, err := parseCLI(strings.Fields(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", in, err, want)
 		}

@@ -6,6 +6,8 @@
 #
 #   dist/php_worker/bin/caddy
 #   dist/php_worker/bin/frankenphp                a link to caddy, FrankenPHP's name
+#   dist/php_worker/bin/php                       a link to caddy: invoked as php, it is
+#                                                 PHP's command line (PHP_BINARY names it)
 #   dist/php_worker/lib/php_worker/opcache.so     PHP builds OPcache only as a shared
 #                                                 object; the binary loads it from
 #                                                 ../lib/php_worker/ (and exports PHP's
@@ -103,6 +105,7 @@ XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODUL
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)"/*.so "$out/lib/php_worker/" # OPcache and the developer extensions
 ln -s caddy "$out/bin/frankenphp" # FrankenPHP's name, which Laravel Octane looks for
+ln -s caddy "$out/bin/php"        # PHP's command line, for Composer, artisan and PHP_BINARY
 
 echo "build-portable: $out/bin/caddy links:"
 ldd "$out/bin/caddy"

@@ -161,12 +161,12 @@ def base_files(tree, debs):
 def server_files(tree, dist, epoch):
     binary = (dist / "bin" / "caddy").read_bytes()
     tree.file("usr/local/bin/php_worker", binary, 0o755, xattrs={"security.capability": CAP_NET_BIND_SERVICE})
-    for name in ("caddy", "frankenphp"):
+    # Invoked as php, the binary is PHP's command line (PHP_BINARY names the link).
+    for name in ("caddy", "frankenphp", "php"):
         tree.link(f"usr/local/bin/{name}", "php_worker")
     for so in sorted((dist / "lib" / "php_worker").glob("*.so")):
         tree.file(f"usr/local/lib/php_worker/{so.name}", so.read_bytes())
-    for script in ("php", "php-worker-entrypoint"):
-        tree.file(f"usr/local/bin/{script}", (HERE / script).read_bytes(), 0o755)
+    tree.file("usr/local/bin/php-worker-entrypoint", (HERE / "php-worker-entrypoint").read_bytes(), 0o755)
     tree.dir("etc/caddy")
     tree.file("etc/caddy/Caddyfile", (HERE / "Caddyfile").read_bytes())
     tree.dir("etc/php_worker/conf.d")

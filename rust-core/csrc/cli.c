@@ -21,7 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <main/build-defs.h>
+
 #include "shim.h"
+
+/* What php --ini prints; main/php_ini.c defines them, no installed header declares them. */
+extern PHPAPI char *php_ini_opened_path, *php_ini_scanned_path, *php_ini_scanned_files;
 
 /* What PHP's CLI forces whatever php.ini says; -d entries and php_ini come after. */
 static const char pw_cli_forced_ini[] =
@@ -202,6 +207,20 @@ static void pw_cli_print_modules(void)
 	php_printf("\n");
 }
 
+/* PHP_BINARY names `path` as given. PHP's own way (sapi_module.executable_location)
+ * resolves links, and the command a link to this binary runs depends on the link's name:
+ * `php` is PHP's command line, the binary's own name is Caddy's. Called after the module
+ * startup registered the constant, on the thread that started PHP. */
+static void pw_cli_set_binary(const char *path)
+{
+	zend_constant *c = zend_hash_str_find_ptr(EG(zend_constants), "PHP_BINARY", sizeof("PHP_BINARY") - 1);
+	if (!c || Z_TYPE(c->value) != IS_STRING) {
+		return;
+	}
+	zend_string_release_ex(Z_STR(c->value), 1);
+	ZVAL_STR(&c->value, zend_string_init(path, strlen(path), 1));
+}
+
 int pw_shim_cli_run(const pw_cli_args *args)
 {
 	sigset_t signals;
@@ -239,6 +258,10 @@ int pw_shim_cli_run(const pw_cli_args *args)
 		return 1;
 	}
 
+	if (args->executable) {
+		pw_cli_set_binary(args->executable);
+	}
+
 	SG(request_info).argc = args->argc;
 	SG(request_info).argv = args->argv;
 	SG(request_info).path_translated = args->mode == PW_CLI_MODE_SCRIPT ? (char *)args->argv[0] : NULL;
@@ -262,14 +285,38 @@ int pw_shim_cli_run(const pw_cli_args *args)
 			case PW_CLI_MODE_CODE:
 				zend_eval_string_ex((char *)args->code, NULL, "Command line code", 1);
 				break;
-			case PW_CLI_MODE_SCRIPT: {
+			case PW_CLI_MODE_SCRIPT:
+			case PW_CLI_MODE_STDIN: {
 				zend_file_handle file;
-				zend_stream_init_filename(&file, args->argv[0]);
+				if (args->mode == PW_CLI_MODE_STDIN) {
+					zend_stream_init_fp(&file, stdin, args->argv[0]);
+					file.primary_script = 1;
+				} else {
+					zend_stream_init_filename(&file, args->argv[0]);
+				}
 				CG(skip_shebang) = 1; /* artisan and friends start with #!/usr/bin/env php */
 				php_execute_script(&file);
 				zend_destroy_file_handle(&file);
 				break;
 			}
+			case PW_CLI_MODE_LINT: {
+				zend_file_handle file;
+				zend_stream_init_filename(&file, args->argv[0]);
+				if (php_lint_script(&file) == SUCCESS) {
+					zend_printf("No syntax errors detected in %s\n", args->argv[0]);
+				} else {
+					zend_printf("Errors parsing %s\n", args->argv[0]);
+					EG(exit_status) = 255;
+				}
+				zend_destroy_file_handle(&file);
+				break;
+			}
+			case PW_CLI_MODE_INI:
+				zend_printf("Configuration File (php.ini) Path: %s\n", PHP_CONFIG_FILE_PATH);
+				zend_printf("Loaded Configuration File:         %s\n", php_ini_opened_path ? php_ini_opened_path : "(none)");
+				zend_printf("Scan for additional .ini files in: %s\n", php_ini_scanned_path ? php_ini_scanned_path : "(none)");
+				zend_printf("Additional .ini files parsed:      %s\n", php_ini_scanned_files ? php_ini_scanned_files : "(none)");
+				break;
 			}
 		} zend_end_try();
 		status = EG(exit_status);

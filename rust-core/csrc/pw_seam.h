@@ -87,6 +87,12 @@ typedef enum {
   PW_CLI_MODE_MODULES,
   // php -i.
   PW_CLI_MODE_INFO,
+  // php -l: `argv[0]`'s syntax.
+  PW_CLI_MODE_LINT,
+  // The script on standard input; `argv[0]` is its name for PHP.
+  PW_CLI_MODE_STDIN,
+  // php --ini.
+  PW_CLI_MODE_INI,
 } pw_cli_mode;
 
 // What pw_shim_opcache_attach found.
@@ -141,6 +147,9 @@ typedef struct {
   const char *ini_path;
   // Read no php.ini at all (php -n): 1, else 0.
   int no_ini;
+  // What `PHP_BINARY` names (PHP searches the PATH for a name without a slash), or
+  // NULL for none.
+  const char *executable;
 } pw_cli_args;
 
 // Variables for `$_SERVER` or the environment, in the layout of src/layout.rs: `pairs`

@@ -138,7 +138,8 @@
 #define PHP_WORKER_LOG_ERROR 3
 
 // php_worker_cli_run() modes: the script `argv[0]`; `code` (php -r); php -v; php -m;
-// php -i.
+// php -i; php -l (`argv[0]`'s syntax); the script on standard input (`php < x.php`,
+// `argv[0]` its name for PHP); php --ini.
 #define PHP_WORKER_CLI_SCRIPT 0
 
 #define PHP_WORKER_CLI_CODE 1
@@ -148,6 +149,12 @@
 #define PHP_WORKER_CLI_MODULES 3
 
 #define PHP_WORKER_CLI_INFO 4
+
+#define PHP_WORKER_CLI_LINT 5
+
+#define PHP_WORKER_CLI_STDIN 6
+
+#define PHP_WORKER_CLI_INI 7
 
 // The fixed fields at the start of a request's spans, in this order. Empty strings
 // stand for "absent".
@@ -300,6 +307,9 @@ typedef struct {
   const char *ini_path;
   // Read no php.ini (php -n).
   bool no_ini;
+  // What `PHP_BINARY` names: a command that runs this PHP (the path of a `php` link
+  // to this binary), or NULL for none.
+  const char *executable;
 } php_worker_cli_t;
 
 // A request's last response call, taken from the completion queue with

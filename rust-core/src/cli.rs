@@ -5,8 +5,8 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::sync::atomic::Ordering;
 
 use crate::abi::types::{
-    CliCommand, PHP_WORKER_CLI_CODE, PHP_WORKER_CLI_INFO, PHP_WORKER_CLI_MODULES, PHP_WORKER_CLI_SCRIPT,
-    PHP_WORKER_CLI_VERSION,
+    CliCommand, PHP_WORKER_CLI_CODE, PHP_WORKER_CLI_INFO, PHP_WORKER_CLI_INI, PHP_WORKER_CLI_LINT, PHP_WORKER_CLI_MODULES,
+    PHP_WORKER_CLI_SCRIPT, PHP_WORKER_CLI_STDIN, PHP_WORKER_CLI_VERSION,
 };
 use crate::config::EngineConfig;
 use crate::supervisor::engine::ENGINE_ALIVE;
@@ -22,6 +22,7 @@ pub struct Command {
     ini_defaults: Option<CString>,
     ini_path: Option<CString>,
     no_ini: bool,
+    executable: Option<CString>,
 }
 
 /// Copies an optional C string.
@@ -45,6 +46,9 @@ impl Command {
             PHP_WORKER_CLI_VERSION => CliMode::Version,
             PHP_WORKER_CLI_MODULES => CliMode::Modules,
             PHP_WORKER_CLI_INFO => CliMode::Info,
+            PHP_WORKER_CLI_LINT => CliMode::Lint,
+            PHP_WORKER_CLI_STDIN => CliMode::Stdin,
+            PHP_WORKER_CLI_INI => CliMode::Ini,
             _ => return None,
         };
         let mut argv = Vec::with_capacity(c.argc);
@@ -53,7 +57,7 @@ impl Command {
             argv.push(unsafe { copy_str(*c.argv.add(i)) }?);
         }
         // SAFETY: per this function's contract.
-        let (code, ini_path) = unsafe { (copy_str(c.code), copy_str(c.ini_path)) };
+        let (code, ini_path, executable) = unsafe { (copy_str(c.code), copy_str(c.ini_path), copy_str(c.executable)) };
         let (ini_entries, ini_defaults) = if c.settings_json.is_null() {
             (None, None)
         } else {
@@ -65,11 +69,11 @@ impl Command {
             (Some(CString::new(entries).ok()?), Some(CString::new(defaults).ok()?))
         };
         let valid = match mode {
-            CliMode::Script => !argv.is_empty(),
+            CliMode::Script | CliMode::Lint | CliMode::Stdin => !argv.is_empty(),
             CliMode::Code => code.is_some(),
             _ => true,
         };
-        valid.then_some(Command { mode, argv, code, ini_entries, ini_defaults, ini_path, no_ini: c.no_ini })
+        valid.then_some(Command { mode, argv, code, ini_entries, ini_defaults, ini_path, no_ini: c.no_ini, executable })
     }
 }
 
@@ -93,6 +97,7 @@ pub fn run(command: Command) -> i32 {
                 ini_defaults: ptr(&command.ini_defaults),
                 ini_path: ptr(&command.ini_path),
                 no_ini: command.no_ini as c_int,
+                executable: ptr(&command.executable),
             };
             // SAFETY: every pointer in `args` borrows from `command` and `argv`, alive
             // for the call; PHP reads argv and never writes through it.

@@ -55,6 +55,43 @@ def test_code_errors_and_missing_files_end_as_phps_cli_ends(tmp_path):
     assert status == 2 and "unknown option -x" in err
 
 
+def test_invoked_as_php_the_binary_is_phps_cli_and_php_binary_runs_it_again(tmp_path):
+    """A `php` link to the binary (as the image, the package and the portable layout
+    install) is PHP's command line; PHP_BINARY names that link, found by path or on
+    PATH, so what respawns PHP (Symfony's PhpExecutableFinder under Laravel's scheduler,
+    Composer's @php, PHPUnit's isolation) runs this PHP. A script on standard input,
+    -l and --ini work as in PHP's CLI; -a says why it cannot."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    php = bin_dir / "php"
+    php.symlink_to(CADDY.resolve())
+    env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin")
+
+    def run(*args, stdin=b"", via=str(php)):
+        p = subprocess.run([via, *args], input=stdin, capture_output=True, timeout=60, env=env, cwd=tmp_path)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+    assert run("-r", "echo PHP_BINARY;") == (0, str(php), "")
+    assert run("-r", "echo PHP_BINARY;", via="php") == (0, str(php), ""), "found on PATH"
+    again = "echo shell_exec(escapeshellarg(PHP_BINARY) . ' -r ' . escapeshellarg('echo PHP_SAPI, \" \", PHP_VERSION;'));"
+    status, out, err = run("-r", again)
+    assert (status, out) == (0, f"cli {run('-r', 'echo PHP_VERSION;')[1]}"), err
+    assert run(stdin=b"<?php echo 6 * 7, ' ', $argv[0];") == (0, "42 Standard input code", "")
+    (tmp_path / "good.php").write_text("<?php echo 1;\n")
+    (tmp_path / "bad.php").write_text("<?php echo 1\necho 2;\n")
+    assert run("-l", "good.php") == (0, "No syntax errors detected in good.php\n", "")
+    status, out, _ = run("-l", "bad.php")
+    assert status == 255 and "syntax error" in out and out.endswith("Errors parsing bad.php\n"), out
+    status, out, _ = run("--ini")
+    assert status == 0 and "Loaded Configuration File:" in out and "Scan for additional .ini files in:" in out, out
+    status, _, err = run("-a")
+    assert status == 2 and "no interactive shell" in err
+    # Through `caddy php-cli` with no `php` link beside the binary (./caddy has none),
+    # PHP_BINARY is empty, as PHP's CLI leaves it when it cannot tell.
+    assert not (CADDY.resolve().parent / "php").exists()
+    assert php_cli("-r", "echo PHP_BINARY;")[:2] == (0, "")
+
+
 def test_version_modules_and_info_name_the_same_php_as_the_server(server):
     status, out, _ = php_cli("-v")
     assert status == 0

@@ -87,6 +87,8 @@ for m in Core curl gd intl mbstring openssl pdo_pgsql pdo_sqlite sodium zip "Zen
 	grep -qx "$m" <<<"$modules" || fail "php-cli -m lacks $m"
 done
 log "php-cli -m: $(grep -vc '^\[\|^$' <<<"$modules") modules, OPcache included"
+binary=$(in_root /opt/php_worker/bin/php -r 'echo PHP_BINARY;')
+[ "$binary" = /opt/php_worker/bin/php ] || fail "bin/php's PHP_BINARY: $binary"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$root/srv/demo"
@@ -118,6 +120,9 @@ for f in /usr/bin/php_worker /usr/lib/php_worker/opcache.so /etc/php_worker/Cadd
 done
 [ "$(in_root stat -c %U /var/lib/php_worker)" = php_worker ] || fail "/var/lib/php_worker is not the user's"
 in_root php_worker version
+binary=$(in_root php -r 'echo PHP_BINARY, " ", PHP_SAPI;')
+[ "$binary" = "/usr/bin/php cli" ] || fail "php is not the package's PHP, or PHP_BINARY is not /usr/bin/php: $binary"
+log "php is the package's PHP (update-alternatives), PHP_BINARY $binary"
 ini=$(in_root php_worker php-cli -r 'echo php_ini_loaded_file(), " ", ini_get("error_reporting");')
 [ "$ini" = "/etc/php_worker/php.ini 22527" ] || fail "php-cli does not read /etc/php_worker/php.ini: $ini"
 
@@ -193,6 +198,7 @@ wait "$service" || fail "the service did not stop cleanly on SIGTERM (status $?)
 log "dpkg -r, then dpkg -P"
 in_root dpkg -r php-worker >/dev/null
 [ ! -e "$root/usr/bin/php_worker" ] || fail "dpkg -r left /usr/bin/php_worker"
+[ ! -e "$root/usr/bin/php" ] && [ ! -L "$root/usr/bin/php" ] || fail "dpkg -r left the php alternative"
 [ -e "$root/etc/php_worker/Caddyfile" ] || fail "dpkg -r removed the conffile /etc/php_worker/Caddyfile"
 in_root dpkg -P php-worker >/dev/null
 [ ! -e "$root/etc/php_worker" ] || fail "dpkg -P left /etc/php_worker"

@@ -7,7 +7,8 @@
 # root, as the image's user. It checks:
 #   - the build is reproducible: a second build gives the same digest;
 #   - the root: CA bundle, time zones, MIME types, the user, the binary's capability;
-#   - `php -v` and the extension list; the image's user binds port 80;
+#   - `php -v` and the extension list; the image's user binds port 80; PHP_BINARY is the
+#     image's `php`, and `artisan schedule:run` starts its scheduled command through it;
 #   - the default command serves the default page on :80, and the image's health check
 #     passes while it runs;
 #   - SIGTERM to PID 1 stops it within its shutdown_timeout, with status 0;
@@ -74,10 +75,14 @@ getcap "$root/usr/local/bin/php_worker" | grep -q cap_net_bind_service || fail "
 log "the root: $certs CA certificates, time zones, MIME types; $(du -sh "$root" | cut -f1) on disk"
 
 # As the container runs: its own PID, mount and network namespaces (loopback up), the
-# root, its user, only its env, its working directory. "$@" is the command; it ends up
+# root with /proc and the /dev a runtime gives (null, zero, random...: what `> /dev/null`
+# needs), its user, only its env, its working directory. "$@" is the command; it ends up
 # PID 1 through exec.
+container_mounts='ip link set lo up && mount -t proc proc "$0/proc" && mount -t tmpfs -o mode=755,nosuid dev "$0/dev" &&
+	for d in null zero full random urandom tty; do touch "$0/dev/$d" && mount --bind "/dev/$d" "$0/dev/$d" || exit 1; done &&
+	mkdir -m 1777 "$0/dev/shm" && exec "$@"'
 in_image() {
-	unshare --pid --fork --mount --net -- sh -c 'ip link set lo up && mount -t proc proc "$0/proc" && exec "$@"' "$root" \
+	unshare --pid --fork --mount --net -- sh -c "$container_mounts" "$root" \
 		env -i "${image_env[@]}" chroot --userspec="$image_user" "$root" /bin/sh -c 'cd "$0" && exec "$@"' "$image_cwd" "$@"
 }
 # Runs a command in the namespaces (network, mounts) of the container whose PID 1 is $1.
@@ -90,6 +95,8 @@ for m in curl gd intl mbstring openssl pdo_sqlite sodium zip "Zend OPcache"; do
 	grep -qx "$m" <<<"$modules" || fail "php -m lacks $m"
 done
 in_image php -r 'exit(stream_socket_server("tcp://0.0.0.0:80") ? 0 : 1);' || fail "the image's user cannot bind port 80"
+binary=$(in_image php -r 'echo PHP_BINARY;')
+[ "$binary" = /usr/local/bin/php ] || fail "PHP_BINARY is $binary, not /usr/local/bin/php"
 log "$version; $(grep -vc '^\[\|^$' <<<"$modules") modules; its user binds port 80"
 
 # pid1_of <pid>: the container's PID 1 as the host sees it, the descendant of <pid>
@@ -131,6 +138,23 @@ took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 [ "$status" = 0 ] || { tail -n 20 "$work/run.log" >&2; fail "SIGTERM: status $status"; }
 python3 -c "import sys; sys.exit(0 if $took < 30 else 1)" || fail "SIGTERM took $took s (shutdown_timeout is 30 s)"
 log "SIGTERM: stopped with status 0 in $took s"
+
+log "artisan schedule:run in the image, its scheduled command started again through PHP_BINARY"
+# The root has no other PHP: Laravel (Debian's package) and the test app are copied in.
+cp -a /usr/share/php "$root/usr/share/php"
+# (at the same place under /srv/php_worker as in the repository: it loads ../../../../adapters)
+mkdir -p "$root/srv/php_worker/tests/e2e"
+cp -a adapters "$root/srv/php_worker/adapters"
+cp -a tests/e2e/laravel "$root/srv/php_worker/tests/e2e/laravel"
+saved_env=("${image_env[@]}")
+image_env+=(SCHEDULE_COMMAND_LOG=/tmp/tick.log LARAVEL_CACHE_DIR=/tmp/laravel-cache)
+in_image php /srv/php_worker/tests/e2e/laravel/artisan schedule:run >"$work/schedule.log" 2>&1 ||
+	{ cat "$work/schedule.log" >&2; fail "artisan schedule:run failed"; }
+image_env=("${saved_env[@]}")
+tick=$(cat "$root/tmp/tick.log" 2>/dev/null || true)
+[ "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["binary"], d["sapi"])' "$tick" 2>/dev/null)" = \
+	"/usr/local/bin/php cli" ] || { cat "$work/schedule.log" >&2; fail "the scheduled command did not run on this PHP: '$tick'"; }
+log "the scheduled command ran: $tick"
 
 log "a mounted Caddyfile, and a crash on a PHP thread"
 ext=$work/crashext

@@ -19,6 +19,8 @@ type CLICommand struct {
 	Settings []byte   // the engine settings JSON (its php_ini applies after php.ini)
 	INIPath  string   // the php.ini file or folder to read instead (php -c), or ""
 	NoINI    bool     // read no php.ini (php -n)
+	// What PHP_BINARY names: a command that runs this PHP, or "".
+	Executable string
 }
 
 // RunCLI runs a command line on PHP in this process, writing to the process's stdout
@@ -53,6 +55,9 @@ func RunCLI(c CLICommand) int {
 	}
 	if c.INIPath != "" {
 		cmd.ini_path = cstr(c.INIPath)
+	}
+	if c.Executable != "" {
+		cmd.executable = cstr(c.Executable)
 	}
 	return int(C.php_worker_cli_run(&cmd))
 }

@@ -82,4 +82,7 @@ const (
 	CLIVersion = uint32(C.PHP_WORKER_CLI_VERSION)
 	CLIModules = uint32(C.PHP_WORKER_CLI_MODULES)
 	CLIInfo    = uint32(C.PHP_WORKER_CLI_INFO)
+	CLILint    = uint32(C.PHP_WORKER_CLI_LINT)
+	CLIStdin   = uint32(C.PHP_WORKER_CLI_STDIN)
+	CLIIni     = uint32(C.PHP_WORKER_CLI_INI)
 )

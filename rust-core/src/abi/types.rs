@@ -195,12 +195,16 @@ pub struct Callbacks {
 }
 
 /// php_worker_cli_run() modes: the script `argv[0]`; `code` (php -r); php -v; php -m;
-/// php -i.
+/// php -i; php -l (`argv[0]`'s syntax); the script on standard input (`php < x.php`,
+/// `argv[0]` its name for PHP); php --ini.
 pub const PHP_WORKER_CLI_SCRIPT: u32 = 0;
 pub const PHP_WORKER_CLI_CODE: u32 = 1;
 pub const PHP_WORKER_CLI_VERSION: u32 = 2;
 pub const PHP_WORKER_CLI_MODULES: u32 = 3;
 pub const PHP_WORKER_CLI_INFO: u32 = 4;
+pub const PHP_WORKER_CLI_LINT: u32 = 5;
+pub const PHP_WORKER_CLI_STDIN: u32 = 6;
+pub const PHP_WORKER_CLI_INI: u32 = 7;
 
 /// A command line for php_worker_cli_run(). Strings are NUL-terminated; NULL for absent.
 #[repr(C)]
@@ -220,6 +224,9 @@ pub struct CliCommand {
     pub ini_path: *const std::ffi::c_char,
     /// Read no php.ini (php -n).
     pub no_ini: bool,
+    /// What `PHP_BINARY` names: a command that runs this PHP (the path of a `php` link
+    /// to this binary), or NULL for none.
+    pub executable: *const std::ffi::c_char,
 }
 
 /// How a scheduled job's run ended (php_worker_job_run()).

@@ -168,6 +168,12 @@ pub enum CliMode {
     Modules,
     /// php -i.
     Info,
+    /// php -l: `argv[0]`'s syntax.
+    Lint,
+    /// The script on standard input; `argv[0]` is its name for PHP.
+    Stdin,
+    /// php --ini.
+    Ini,
 }
 
 /// A command line for pw_shim_cli_run; every pointer is valid for the call.
@@ -187,6 +193,9 @@ pub struct CliArgs {
     pub ini_path: *const c_char,
     /// Read no php.ini at all (php -n): 1, else 0.
     pub no_ini: c_int,
+    /// What `PHP_BINARY` names (PHP searches the PATH for a name without a slash), or
+    /// NULL for none.
+    pub executable: *const c_char,
 }
 
 unsafe extern "C" {
