@@ -39,6 +39,7 @@ func TestBackgroundTaskWorkersAndSchedules(t *testing.T) {
 		schedule @hourly ` + artisan + ` {
 			name hourly
 			env APP_RUNNING_IN_CONSOLE true
+			lease redis://:secret@10.0.0.5:6379/2
 		}
 	}`)
 	var app App
@@ -58,7 +59,8 @@ func TestBackgroundTaskWorkersAndSchedules(t *testing.T) {
 	}
 	if len(app.Schedules) != 2 || app.Schedules[0].Cron != "*/5 * * * *" || app.Schedules[0].File != artisan ||
 		!reflect.DeepEqual(app.Schedules[0].Args, []string{"schedule:run", "--verbose"}) || app.Schedules[1].Name != "hourly" ||
-		app.Schedules[1].Env["APP_RUNNING_IN_CONSOLE"] != "true" || len(app.Schedules[1].Args) != 0 {
+		app.Schedules[1].Env["APP_RUNNING_IN_CONSOLE"] != "true" || len(app.Schedules[1].Args) != 0 ||
+		app.Schedules[1].Lease != "redis://:secret@10.0.0.5:6379/2" || app.Schedules[0].Lease != "" {
 		t.Errorf("schedules = %+v", app.Schedules)
 	}
 
@@ -94,6 +96,9 @@ func TestBackgroundTaskWorkersAndSchedules(t *testing.T) {
 		!reflect.DeepEqual(job.worker.argv, []string{artisan, "schedule:run", "--verbose"}) {
 		t.Errorf("job = %+v", job.worker)
 	}
+	if job.lease != nil || app.Schedules[1].lease == nil {
+		t.Errorf("only the job with a lease URL has a lease: %v, %v", job.lease, app.Schedules[1].lease)
+	}
 	at := time.Date(2026, 12, 2, 10, 3, 0, 0, time.Local)
 	if next := job.schedule.Next(at); !next.Equal(time.Date(2026, 12, 2, 10, 5, 0, 0, time.Local)) {
 		t.Errorf("*/5 after 10:03 is %v", next)
@@ -107,6 +112,7 @@ func TestBackgroundAndScheduleErrors(t *testing.T) {
 		"php_worker {\nschedule a.php\n}":                                  "a cron expression",
 		"php_worker {\nschedule \"61 * * * *\" " + a + "\n}":               "schedule \"61 * * * *\"",
 		"php_worker {\nschedule \"* * * * *\" " + a + " {\nbogus 1\n}\n}":  "unknown schedule subdirective",
+		"php_worker {\nschedule \"* * * * *\" " + a + " {\nlease\n}\n}":    "wrong argument count",
 		"php_worker {\nbackground " + filepath.Join(dir, "no.php") + "\n}": "does not exist",
 		"php_worker {\ntask_worker {\nnum 2\n}\n}":                         "file is required",
 	} {
@@ -136,5 +142,19 @@ func TestScheduleClockSpeedsUp(t *testing.T) {
 	t.Setenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED", "")
 	if c := newScheduleClock(); c.speed != 1 {
 		t.Errorf("default speed %v", c.speed)
+	}
+}
+
+func TestALeaseKeyOutlivesTheClocksDrift(t *testing.T) {
+	due := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for period, want := range map[time.Duration]time.Duration{
+		time.Second: time.Minute, 5 * time.Minute: 10 * time.Minute, 24 * time.Hour: 24 * time.Hour, 30 * 24 * time.Hour: 24 * time.Hour,
+	} {
+		if got := leaseHold(due, due.Add(period)); got != want {
+			t.Errorf("a period of %v holds its key %v, want %v", period, got, want)
+		}
+	}
+	if _, err := leaseFor("http://10.0.0.5:6379"); err == nil {
+		t.Error("a lease URL that is not redis:// or rediss:// is refused")
 	}
 }

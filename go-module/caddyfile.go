@@ -71,6 +71,7 @@ import (
 //			schedule <cron expression> <script> [<args>...] {
 //				name <name>
 //				env <key> <value>
+//				lease <redis URL>
 //			}
 //		}
 //	}

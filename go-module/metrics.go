@@ -70,7 +70,7 @@ func newCollector(rt *phpruntime.Runtime) *collector {
 		expiredRequests: d("expired_requests_total",
 			"Requests answered 504 (or cut off) because they ran past their time limit plus timeout_grace."),
 		scheduleRuns: d("schedule_runs_total",
-			"Runs of scheduled jobs, by result: ok (exit status 0), failed, or skipped (the previous run had not ended).",
+			"Runs of scheduled jobs, by result: ok (exit status 0), failed, skipped (the previous run had not ended), or elsewhere (another instance took the time's lease).",
 			"job", "result"),
 		scheduleSeconds: d("schedule_run_seconds", "Time the runs of a scheduled job took.", "job"),
 		processes: d("processes",
@@ -175,6 +175,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.scheduleRuns, j.ok, name, "ok")
 		counter(c.scheduleRuns, j.failed, name, "failed")
 		counter(c.scheduleRuns, j.skipped, name, "skipped")
+		counter(c.scheduleRuns, j.elsewhere, name, "elsewhere")
 		buckets := make(map[float64]uint64, len(jobBounds))
 		for i, bound := range jobBounds {
 			buckets[bound] = j.seconds.Buckets[i]

@@ -44,11 +44,21 @@ type ScheduleConfig struct {
 	// For logs and metrics. Default: the script's file name and the args.
 	Name string `json:"name,omitempty"`
 
-	// Extra $_SERVER and getenv() values of its runs.
+	// Extra $_SERVER and getenv() values of its runs. Each run also sees
+	// PHP_WORKER_SCHEDULE_DUE, the time it was due (Unix seconds).
 	Env map[string]string `json:"env,omitempty"`
+
+	// A Redis server (redis://[:password@]host:port[/db], or rediss:// for TLS) that
+	// the instances running this job share: each due time then runs on one instance of
+	// them, the first to take its lease, which sees PHP_WORKER_SCHEDULE_TOKEN, a number
+	// that grows with each run (a fencing token). Without it, every instance runs every
+	// time. When Redis cannot be reached, no instance runs the time (it counts as
+	// failed). See docs/background-work.md.
+	Lease string `json:"lease,omitempty"`
 
 	schedule cron.Schedule
 	worker   WorkerConfig // what a run of the script is, to the core
+	lease    *scheduleLease
 }
 
 // parseSchedule reads `schedule <cron> <script> [<args>...]`, with an optional block
@@ -73,8 +83,12 @@ func parseSchedule(d *caddyfile.Dispenser) (ScheduleConfig, error) {
 			if err := parseEnv(d, &sc.Env); err != nil {
 				return sc, err
 			}
+		case "lease":
+			if !d.AllArgs(&sc.Lease) {
+				return sc, d.ArgErr()
+			}
 		default:
-			return sc, d.Errf("unknown schedule subdirective %q (known: name, env)", name)
+			return sc, d.Errf("unknown schedule subdirective %q (known: name, env, lease)", name)
 		}
 	}
 	return sc, nil
@@ -107,6 +121,11 @@ func (a *App) provisionSchedules() error {
 			return fmt.Errorf("schedule %s: %w", name, err)
 		}
 		sc.worker.argv = append([]string{sc.worker.FileName}, sc.Args...)
+		if sc.Lease != "" {
+			if sc.lease, err = leaseFor(sc.Lease); err != nil {
+				return fmt.Errorf("schedule %s: %w", name, err)
+			}
+		}
 	}
 	return nil
 }
@@ -190,15 +209,17 @@ func (a *App) runSchedules(ctx context.Context, clock scheduleClock) {
 		now := clock.now()
 		for i := range a.Schedules {
 			if !next[i].After(now) {
-				a.Schedules[i].start(a.rt, a.logger, next[i])
-				next[i] = a.Schedules[i].schedule.Next(now)
+				after := a.Schedules[i].schedule.Next(now)
+				a.Schedules[i].start(a.rt, a.logger, next[i], after)
+				next[i] = after
 			}
 		}
 	}
 }
 
-// start runs the job in the background unless its previous run goes on.
-func (sc *ScheduleConfig) start(rt *phpruntime.Runtime, logger *zap.Logger, due time.Time) {
+// start runs the job's time due in the background unless its previous run goes on,
+// or, with a lease, another instance takes the time; next is the job's time after it.
+func (sc *ScheduleConfig) start(rt *phpruntime.Runtime, logger *zap.Logger, due, next time.Time) {
 	name := sc.worker.Name
 	if _, running := jobsRunning.LoadOrStore(name, true); running {
 		logger.Warn("scheduled job skipped: its previous run has not ended", zap.String("job", name),
@@ -208,12 +229,28 @@ func (sc *ScheduleConfig) start(rt *phpruntime.Runtime, logger *zap.Logger, due 
 	}
 	go func() {
 		defer jobsRunning.Delete(name)
-		sc.run(rt, logger)
+		env := [][2]string{{"PHP_WORKER_SCHEDULE_DUE", strconv.FormatInt(due.Unix(), 10)}}
+		if sc.lease != nil {
+			won, token, err := sc.lease.take(name, due, leaseHold(due, next))
+			if err != nil {
+				logger.Error("scheduled job not run: its lease could not be taken, so no instance can tell "+
+					"whether another runs it", zap.String("job", name), zap.Time("due", due), zap.Error(err))
+				jobStats.record(name, "failed", 0)
+				return
+			}
+			if !won {
+				logger.Debug("scheduled job runs on another instance", zap.String("job", name), zap.Time("due", due))
+				jobStats.record(name, "elsewhere", 0)
+				return
+			}
+			env = append(env, [2]string{"PHP_WORKER_SCHEDULE_TOKEN", strconv.FormatInt(token, 10)})
+		}
+		sc.run(rt, logger, env)
 	}()
 }
 
-// run runs the job once and logs how it ended.
-func (sc *ScheduleConfig) run(rt *phpruntime.Runtime, logger *zap.Logger) {
+// run runs the job once, with env added to its own, and logs how it ended.
+func (sc *ScheduleConfig) run(rt *phpruntime.Runtime, logger *zap.Logger, env [][2]string) {
 	name := sc.worker.Name
 	logger.Debug("scheduled job started", zap.String("job", name), zap.Strings("argv", sc.worker.argv))
 	e := rt.Engine()
@@ -223,7 +260,9 @@ func (sc *ScheduleConfig) run(rt *phpruntime.Runtime, logger *zap.Logger) {
 		return
 	}
 	started := time.Now()
-	outcome, err := e.RunJob(sc.worker.spec())
+	w := sc.worker
+	w.poolEnv = append(append([][2]string(nil), sc.worker.poolEnv...), env...)
+	outcome, err := e.RunJob(w.spec())
 	duration := time.Since(started)
 	if err != nil {
 		logger.Error("scheduled job could not run", zap.String("job", name), zap.Error(err))
@@ -250,8 +289,8 @@ type jobCounters struct {
 }
 
 type jobCount struct {
-	ok, failed, skipped uint64
-	seconds             core.Histogram
+	ok, failed, skipped, elsewhere uint64
+	seconds                        core.Histogram
 }
 
 // jobBounds are the bounds of the run-duration core.Histogram, in seconds.
@@ -270,6 +309,9 @@ func (j *jobCounters) record(name, result string, d time.Duration) {
 		c.ok++
 	case "failed":
 		c.failed++
+	case "elsewhere":
+		c.elsewhere++
+		return
 	default:
 		c.skipped++
 		return

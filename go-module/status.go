@@ -124,6 +124,9 @@ type scheduleState struct {
 	OK      uint64    `json:"ok"`
 	Failed  uint64    `json:"failed"`
 	Skipped uint64    `json:"skipped"`
+	// With a lease: the times another instance took.
+	Elsewhere uint64 `json:"elsewhere"`
+	Lease     bool   `json:"lease"`
 }
 
 // scheduleStates are the running config's scheduled jobs, soonest first: when each runs
@@ -142,7 +145,7 @@ func scheduleStates() []scheduleState {
 			_, running := jobsRunning.Load(name)
 			c := counts[name]
 			list = append(list, scheduleState{Name: name, Cron: sc.Cron, Next: sc.schedule.Next(now), Running: running,
-				OK: c.ok, Failed: c.failed, Skipped: c.skipped})
+				OK: c.ok, Failed: c.failed, Skipped: c.skipped, Elsewhere: c.elsewhere, Lease: sc.lease != nil})
 		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Next.Before(list[j].Next) })

@@ -563,3 +563,36 @@ def bcrypt_cost(srv, doublings, start=10):
         assert srv.get(f"/bcrypt.php?cost={cost}").text == "60"
         took = time.monotonic() - began
     return cost + doublings
+
+
+def start_service(argv, port, workdir, name):
+    log = open(workdir / f"{name}.log", "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir))
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"{name} did not start: {(workdir / f'{name}.log').read_text()}")
+
+
+@pytest.fixture(scope="module")
+def redis():
+    """A redis-server on a loopback port of its own, for this module: the port."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not Path(binary).exists():
+        pytest.fail("redis-server is missing: scripts/install-deps.sh --tests installs it")
+    port = free_port()
+    workdir = WORK / "redis"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    proc = start_service([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                          "--dir", str(workdir)], port, workdir, "redis")
+    yield port
+    proc.terminate()
+    proc.wait(10)

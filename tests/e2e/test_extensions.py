@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, LARAVEL_INI, REPO, WORK, eventually, free_port
+from conftest import CADDY, LARAVEL_INI, REPO, WORK, eventually, free_port, start_service
 
 HERE = Path(__file__).resolve().parent
 EXT_APP = HERE / "extensions"
@@ -170,22 +170,6 @@ def test_imagick_runs_no_threads_of_its_own(ext_server):
     assert ext_server.os_threads() <= before, "ImageMagick started threads of its own"
 
 
-def start_service(argv, port, workdir, name):
-    log = open(workdir / f"{name}.log", "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir))
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"{name} did not start: {(workdir / f'{name}.log').read_text()}")
-
-
 @pytest.fixture(scope="module")
 def memcached():
     binary = shutil.which("memcached") or "/usr/bin/memcached"
@@ -197,22 +181,6 @@ def memcached():
     workdir.mkdir(parents=True)
     proc = start_service([binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "32", "-u", "root"], port, workdir,
                          "memcached")
-    yield port
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def redis():
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    if not Path(binary).exists():
-        pytest.fail("redis-server is missing: scripts/install-deps.sh --tests installs it")
-    port = free_port()
-    workdir = WORK / "redis"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    proc = start_service([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                          "--dir", str(workdir)], port, workdir, "redis")
     yield port
     proc.terminate()
     proc.wait(10)
