@@ -581,18 +581,25 @@ def start_service(argv, port, workdir, name):
     pytest.fail(f"{name} did not start: {(workdir / f'{name}.log').read_text()}")
 
 
-@pytest.fixture(scope="module")
-def redis():
-    """A redis-server on a loopback port of its own, for this module: the port."""
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+def loopback_service(name, argv_for_port):
+    """Runs Debian's daemon `name` on a loopback port of its own, in a fresh work folder,
+    for a fixture: yields the port, then stops it. argv_for_port(binary, port, workdir)
+    gives its command line."""
+    binary = shutil.which(name) or f"/usr/bin/{name}"
     if not Path(binary).exists():
-        pytest.fail("redis-server is missing: scripts/install-deps.sh --tests installs it")
+        pytest.fail(f"{name} is missing: scripts/install-deps.sh --tests installs it")
     port = free_port()
-    workdir = WORK / "redis"
+    workdir = WORK / name
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    proc = start_service([binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                          "--dir", str(workdir)], port, workdir, "redis")
+    proc = start_service(argv_for_port(binary, port, workdir), port, workdir, name)
     yield port
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def redis():
+    """A redis-server on a loopback port of its own, for this module: the port."""
+    yield from loopback_service("redis-server", lambda binary, port, workdir: [
+        binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(workdir)])

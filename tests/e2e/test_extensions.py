@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, LARAVEL_INI, REPO, WORK, eventually, free_port, start_service
+from conftest import CADDY, LARAVEL_INI, REPO, WORK, eventually, free_port, loopback_service
 
 HERE = Path(__file__).resolve().parent
 EXT_APP = HERE / "extensions"
@@ -172,18 +172,8 @@ def test_imagick_runs_no_threads_of_its_own(ext_server):
 
 @pytest.fixture(scope="module")
 def memcached():
-    binary = shutil.which("memcached") or "/usr/bin/memcached"
-    if not Path(binary).exists():
-        pytest.fail("memcached is missing: scripts/install-deps.sh --tests installs it")
-    port = free_port()
-    workdir = WORK / "memcached"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    proc = start_service([binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "32", "-u", "root"], port, workdir,
-                         "memcached")
-    yield port
-    proc.terminate()
-    proc.wait(10)
+    yield from loopback_service("memcached", lambda binary, port, workdir: [
+        binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "32", "-u", "root"])
 
 
 def test_memcached_from_several_threads_at_once(ext_server, memcached):
