@@ -249,12 +249,13 @@ static void pw_override_function(const char *name, zif_handler handler)
 	}
 }
 
-/* At module startup (module.c): getenv() and putenv() replaced, frankenphp_log()'s
- * level constants, $_ENV filled from Rust. */
+/* At module startup (module.c): getenv(), putenv() and pcntl_signal() (stop.c)
+ * replaced, frankenphp_log()'s level constants, $_ENV filled from Rust. */
 void pw_functions_startup(int module_number)
 {
 	pw_override_function("putenv", pw_php_putenv);
 	pw_override_function("getenv", pw_php_getenv);
+	pw_override_function("pcntl_signal", pw_php_pcntl_signal);
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_DEBUG", PW_LOG_LEVEL_DEBUG, CONST_PERSISTENT);
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_INFO", PW_LOG_LEVEL_INFO, CONST_PERSISTENT);
 	REGISTER_LONG_CONSTANT("FRANKENPHP_LOG_LEVEL_WARN", PW_LOG_LEVEL_WARN, CONST_PERSISTENT);

@@ -25,6 +25,7 @@
  *   interrupt.c       reaching a running script from another thread, and the interrupt hook
  *   profile.c         the profiler's sample, taken at an interrupt
  *   stop.c            how a script learns it must stop; its php_worker_on_stop() callback
+ *                     and pcntl_signal() handlers
  *   crash.c           the line a fatal signal on a PHP thread leaves on standard error
  *   cli.c             the command line (`caddy php-cli`), in a process of its own
  * A file calls only files below it in the graph: no file calls back into one that calls
@@ -164,6 +165,7 @@ void pw_php_frankenphp_log(zend_execute_data *execute_data, zval *return_value);
 void pw_php_stopping(zend_execute_data *execute_data, zval *return_value);
 void pw_php_wait_stop(zend_execute_data *execute_data, zval *return_value);
 void pw_php_on_stop(zend_execute_data *execute_data, zval *return_value);
+void pw_php_pcntl_signal(zend_execute_data *execute_data, zval *return_value);
 /* task.c */
 void pw_php_task(zend_execute_data *execute_data, zval *return_value);
 void pw_php_tasks(zend_execute_data *execute_data, zval *return_value);

@@ -2,6 +2,7 @@
 own), task workers (tasks fanned out to booted threads) and scheduled jobs."""
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -157,6 +158,70 @@ def test_a_background_worker_that_ignores_the_stop_is_ended_after_the_timeout(st
     assert (tmp_path / "on_stop.log").read_text() == "on_stop\n", "the callback ran once"
     assert shared(srv, "bg:overlap")["bg:overlap"] is None
     assert srv.get("/bg-read.php").status == 200
+
+
+# A queue worker's signal handling, as Laravel's queue:work and Symfony Messenger set it
+# up: pcntl handlers for the signals that ask it to end, one for SIGALRM with an alarm (a
+# job's timeout), and a loop that ends once a handler said so.
+PCNTL = """<?php
+pcntl_async_signals(true);
+$quit = false;
+foreach ([SIGTERM, SIGINT, SIGQUIT] as $signal) {
+    pcntl_signal($signal, function (int $signo, $info) use (&$quit) {
+        $quit = true;
+        file_put_contents('%(dir)s/signals.log', json_encode([$signo, $info]) . "\\n", FILE_APPEND);
+    });
+}
+pcntl_signal(SIGALRM, function () {
+    file_put_contents('%(dir)s/signals.log', "alarm\\n", FILE_APPEND);
+});
+pcntl_signal(SIGUSR2, SIG_IGN);
+pcntl_alarm(1);
+try {
+    pcntl_signal(0, SIG_DFL);
+} catch (ValueError $e) {
+    php_worker_shared_put('pcntl:error', $e->getMessage());
+}
+php_worker_shared_increment('pcntl:starts');
+while (!$quit) {
+    usleep(20000);
+}
+file_put_contents('%(dir)s/signals.log', "ended\\n", FILE_APPEND);
+"""
+
+
+def test_a_background_workers_pcntl_stop_handlers_run_at_its_stop_and_leave_the_servers_signals_alone(
+        start_server, tmp_path):
+    """PHP's pcntl_signal() sets the whole process's handler: a queue worker's SIGTERM
+    handler took SIGTERM from Caddy, and the server crashed at its next SIGTERM (every
+    deploy). In the server, the handlers for SIGTERM, SIGINT and SIGQUIT run when the
+    script is told to stop (a reload, the server's stop), once each, as a supervisor's
+    SIGTERM would have them run; other handlers and alarms never reach the process."""
+    (tmp_path / "counter.php").write_text(COUNTER % {"version": "v1", "dir": tmp_path})
+    (tmp_path / "pcntl.php").write_text(PCNTL % {"dir": tmp_path})
+    (tmp_path / "bg-read.php").write_text(READER)
+    caddyfile = background_caddyfile(tmp_path, f"\t\tbackground {tmp_path}/pcntl.php\n")
+    srv = start_server("background-pcntl", caddyfile)
+    log = tmp_path / "signals.log"
+    assert eventually(lambda: shared(srv, "pcntl:starts")["pcntl:starts"] == 1)
+    assert shared(srv, "pcntl:error")["pcntl:error"].startswith("pcntl_signal(): Argument #1 ($signal) must be")
+    time.sleep(1.5)
+    assert not log.exists(), "no handler ran before the stop, the alarm's neither"
+
+    # A reload tells the script to stop: its handlers run, SIGTERM's first, and it ends.
+    status, body = srv.load(caddyfile(srv.port, srv.admin_port), force=True)
+    assert status == 200, body
+    assert eventually(lambda: shared(srv, "pcntl:starts")["pcntl:starts"] == 2, timeout=15)
+    assert log.read_text().splitlines() == ['[15,{"signo":15}]', '[2,{"signo":2}]', '[3,{"signo":3}]', "ended"]
+    assert not srv.wait_log(lambda e: e.get("msg") == "background worker did not stop within its stop timeout: stopping it",
+                            timeout=0.5)
+
+    # SIGTERM stops the server as always, the handlers run again in the new copy.
+    log.unlink()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=30) == 0, srv.log_text()[-3000:]
+    assert log.read_text().splitlines()[-1] == "ended"
+    assert "PHP engine stopped" in srv.log_text()
 
 
 # A task worker: each task is JSON naming what to do.
