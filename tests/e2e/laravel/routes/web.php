@@ -183,7 +183,8 @@ Route::get('/redis/cache/get', fn (Request $r) => $answer(['value' => Cache::sto
 Route::middleware('web')->get('/redis/session', function (Request $r) use ($answer) {
     $n = $r->session()->get('n', 0) + 1;
     $r->session()->put('n', $n);
-    return $answer(['n' => $n, 'driver' => config('session.driver')]);
+    return $answer(['n' => $n, 'driver' => config('session.driver'),
+        'instance' => $_SERVER['INSTANCE'] ?? null, 'code' => $_SERVER['CODE_VERSION'] ?? null]);
 });
 Route::get('/redis/queue/push', function (Request $r) use ($answer) {
     Illuminate\Support\Facades\Queue::connection('redis')->push('App\Jobs\Record', ['id' => (string) $r->query('id')]);
@@ -200,6 +201,21 @@ Route::get('/redis/queue/work', function (Request $r) use ($answer) {
     $done = array_filter(Illuminate\Support\Facades\Redis::connection()->smembers('jobs_done'),
         static fn ($id) => str_starts_with((string) $id, $run));
     return $answer(['ran' => $ran, 'done' => count($done)]);
+});
+
+// The runs of the jobs whose ids start with ?run=, as App\Jobs\Record logs them: how many
+// times each id ran, and how many jobs each instance ran.
+Route::get('/redis/queue/runs', function (Request $r) use ($answer) {
+    $run = (string) $r->query('run');
+    $times = $where = [];
+    foreach (Illuminate\Support\Facades\Redis::connection()->lrange('jobs_runs', 0, -1) as $line) {
+        $entry = json_decode($line, true);
+        if (str_starts_with($entry['id'], $run)) {
+            $times[$entry['id']] = ($times[$entry['id']] ?? 0) + 1;
+            $where[$entry['instance'] ?? '?'] = ($where[$entry['instance'] ?? '?'] ?? 0) + 1;
+        }
+    }
+    return $answer(['times' => $times, 'where' => $where]);
 });
 
 // A controller action, for the debugging test's breakpoint.
