@@ -66,6 +66,9 @@ unformatted=$(cd go-module && gofmt -l .)
 [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }
 (cd go-module && go vet ./... && go test -race -count=1 ./...)
 
+stage "Kubernetes manifests: every document against Kubernetes' API types (tests/kubernetes/)"
+(cd tests/kubernetes && go vet ./... && go test -count=1 ./...)
+
 stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
 FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
 
@@ -75,6 +78,8 @@ python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet py
 python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install --quiet opentelemetry-proto==1.45.2
 # The HTTP/3 tests' client (Debian's curl has no HTTP/3).
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
+# The Kubernetes manifests' test reads them with PyYAML.
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet PyYAML==6.0.3
 python3 -m pytest -q tests/e2e "$@"
 
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
