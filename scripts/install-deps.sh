@@ -11,16 +11,23 @@
 #   scripts/install-deps.sh --deb      plus what scripts/build-deb.sh uses (debhelper, lintian)
 #   scripts/install-deps.sh --install-test  plus debootstrap (tests/install/clean-root.sh)
 #   scripts/install-deps.sh --image    plus umoci and skopeo (the image's test)
+#   scripts/install-deps.sh --arm64    plus the aarch64 cross compilers and qemu (scripts/build-arm64.sh)
+#   scripts/install-deps.sh --print-lib-pkgs   lists the library packages PHP links, installs nothing
 set -euo pipefail
 
-build_pkgs=(
-	build-essential autoconf bison re2c pkg-config dpkg-dev file patch
-	libclang-dev clang
+# The libraries PHP and its extensions link, as headers and libraries of the machine the
+# binary runs on; scripts/arm64-sysroot.sh unpacks the same list for arm64.
+lib_pkgs=(
 	libxml2-dev libsqlite3-dev libonig-dev libssl-dev libcurl4-openssl-dev zlib1g-dev
 	libicu-dev libsodium-dev libzip-dev libpq-dev libargon2-dev
 	libpng-dev libjpeg62-turbo-dev libwebp-dev libfreetype-dev
 	libgmp-dev libbz2-dev libldap-dev libsasl2-dev libxslt1-dev libtidy-dev libedit-dev
 	libmagickwand-dev libmemcached-dev libssh2-1-dev libyaml-dev librabbitmq-dev libzstd-dev
+)
+build_pkgs=(
+	build-essential autoconf bison re2c pkg-config dpkg-dev file patch
+	libclang-dev clang
+	"${lib_pkgs[@]}"
 	shtool libtool python3 # phpize (the developer extensions); scripts/fetch-source.py
 )
 test_pkgs=(curl python3 php-laravel-framework redis-server memcached chromium) # chromium: tests/e2e/test_status.py
@@ -29,6 +36,7 @@ portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scri
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
 install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh
 image_pkgs=(umoci skopeo libcap2-bin iproute2)               # tests/install/image.sh
+arm64_pkgs=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static) # scripts/build-arm64.sh
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
@@ -39,6 +47,8 @@ for arg in "$@"; do
 	--deb) want+=("${deb_pkgs[@]}") ;;
 	--install-test) want+=("${install_test_pkgs[@]}") ;;
 	--image) want+=("${image_pkgs[@]}") ;;
+	--arm64) want+=("${arm64_pkgs[@]}") ;;
+	--print-lib-pkgs) printf '%s\n' "${lib_pkgs[@]}"; exit 0 ;;
 	*) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
 	esac
 done
