@@ -13,6 +13,8 @@
 #   PHP_WORKER_PHP_PGO=1 scripts/build-php.sh              with profile-guided optimisation
 #                                                          (cached apart; see below)
 #   PHP_WORKER_PHP_MARCH=x86-64-v2 scripts/build-php.sh    for a higher CPU level (cached apart)
+#   PHP_WORKER_TARGET=arm64 scripts/build-php.sh           PHP 8.4 for aarch64, cross-built (cached apart;
+#                                                          see scripts/build-arm64.sh)
 #
 # Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
 # through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
@@ -151,6 +153,56 @@ if [ -n "${PHP_WORKER_PHP_ASAN:-}" ]; then
 	variant=-asan
 	export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
+
+# PHP_WORKER_TARGET=arm64 builds PHP 8.4 for aarch64 on an x86-64 host
+# (scripts/build-arm64.sh): Debian's aarch64 cross compilers, with the arm64 sysroot of
+# scripts/arm64-sysroot.sh, whose pkg-config files place every library. The build runs
+# the PHP it built (phar, the extension check below) under qemu-user. The developer
+# extensions are not cross-built. Cached apart ("-arm64").
+target=${PHP_WORKER_TARGET:-}
+run_php=()      # runs the built PHP: nothing before it, or qemu for another architecture
+tool_prefix=""  # binutils of the target (ld, ar)
+not_built=()    # extensions.txt lines for what this target leaves out
+case $target in
+"") ;;
+arm64)
+	[ -z "$variant" ] || { log "PHP_WORKER_TARGET=arm64 does not combine with another variant ($variant)"; exit 2; }
+	[ "$PHP_VERSION" = 8.4 ] || { log "PHP_WORKER_TARGET=arm64 builds PHP 8.4 only"; exit 2; }
+	"$scripts/install-deps.sh" --arm64
+	sysroot=$("$scripts/arm64-sysroot.sh")
+	host=aarch64-linux-gnu
+	variant=-arm64
+	tool_prefix=$host-
+	run_php=(qemu-aarch64-static -L "$sysroot")
+	export CC="$host-gcc --sysroot=$sysroot" CXX="$host-g++ --sysroot=$sysroot"
+	export PKG_CONFIG_LIBDIR="$sysroot/usr/lib/$host/pkgconfig:$sysroot/usr/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR=$sysroot
+	# amqp's configure learns librabbitmq's version by running a program; say it instead.
+	ac_cv_librabbitmq_version=$(pkg-config --modversion librabbitmq)
+	export ac_cv_librabbitmq_version
+	# Options that look for their library in a folder rather than ask pkg-config.
+	for i in "${!configure_flags[@]}"; do
+		case ${configure_flags[$i]} in
+		--with-bz2 | --with-gmp | --with-gettext | --with-ldap | --with-tidy) configure_flags[i]+="=$sysroot/usr" ;;
+		--with-libdir=*) configure_flags[i]=--with-libdir=lib/$host ;;
+		esac
+	done
+	configure_flags+=(--host="$host" --build=x86_64-pc-linux-gnu)
+	for i in "${!pecl[@]}"; do
+		case ${pecl[$i]} in
+		php-memcached*) pecl[i]+=" --with-libmemcached-dir=$sysroot/usr" ;;
+		php-amqp*) pecl[i]+=" --with-librabbitmq-dir=$sysroot/usr" ;;
+		php-ssh2* | php-yaml*) pecl[i]+="=$sysroot/usr" ;;
+		esac
+	done
+	# The developer extensions are named in extensions.txt as not built.
+	for entry in "${shared[@]}"; do
+		read -r pkg name _ <<<"$entry"
+		not_built+=("$name missing $pkg - developer extensions are not cross-built for arm64")
+	done
+	shared=()
+	;;
+*) log "PHP_WORKER_TARGET must be arm64, or unset for this machine's architecture"; exit 2 ;;
+esac
 
 # Without debug information (PHP's default CFLAGS are "-g -O2"): it costs a third of the
 # compile time; symbols stay, for a backtrace.
@@ -306,16 +358,19 @@ if [ "$pgo" = 1 ]; then
 	log "profile-guided: the optimised build"
 	make -j"$(nproc)" PROF_FLAGS="$pgo_use_flags" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
 else
-	make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
+	# phar.phar is made by the PHP just built: under qemu for another architecture.
+	make_args=()
+	[ ${#run_php[@]} = 0 ] || make_args=(PHP_PHARCMD_EXECUTABLE="${run_php[*]} $build/sapi/cli/php -n")
+	make -j"$(nproc)" "${make_args[@]}" >make.log 2>&1 || { tail -n 40 make.log >&2; exit 1; }
 fi
 make install >install.log 2>&1 || { tail -n 40 install.log >&2; exit 1; }
 cp php.ini-production php.ini-development "$prefix/lib/php/"
 # libphp.a as one member holding all of PHP: a binary that links any of it gets all of it.
 # The shared objects PHP loads (OPcache, Xdebug, an extension of yours) may call any PHP
 # function, not only those the binary itself uses (OPcache's JIT needs zend_gdb.c's).
-ld -r --whole-archive "$prefix/lib/libphp.a" -o libphp-all.o
+"${tool_prefix}ld" -r --whole-archive "$prefix/lib/libphp.a" -o libphp-all.o
 rm "$prefix/lib/libphp.a"
-ar rcs "$prefix/lib/libphp.a" libphp-all.o
+"${tool_prefix}ar" rcs "$prefix/lib/libphp.a" libphp-all.o
 echo "$upstream" >"$prefix/.version"
 [ "$pgo" = 0 ] || cp "$build/pgo.txt" "$prefix/pgo.txt"
 
@@ -325,6 +380,7 @@ echo "$upstream" >"$prefix/.version"
 		read -r pkg name _ <<<"${pecl[$i]}"
 		echo "$name built-in $pkg $(cat "$(dirname "${pecl_dirs[$i]}")/.debian-version" 2>/dev/null || cat "${pecl_dirs[$i]}/.debian-version")"
 	done
+	for line in "${not_built[@]}"; do echo "$line"; done
 } >"$prefix/extensions.txt"
 
 # The developer extensions, with this PHP's phpize. Debian's phpize wants shtool, libtool
@@ -357,7 +413,7 @@ done
 check_php "$prefix/bin/php-config"
 # Every PECL extension must have made it in: a configure check that quietly turned one off
 # would otherwise ship a PHP without it.
-loaded=$("$prefix/bin/php" -n -m)
+loaded=$("${run_php[@]}" "$prefix/bin/php" -n -m)
 for entry in "${pecl[@]}"; do
 	read -r _ name _ <<<"$entry"
 	grep -qix "$name" <<<"$loaded" || { log "PECL extension $name is not in the built PHP (see $build/configure.log)"; exit 1; }
