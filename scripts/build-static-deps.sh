@@ -15,7 +15,9 @@
 # in a threaded server.
 #
 # Cached in ~/.cache/php_worker/static-deps-<key>/ (lib/*.a); prints that directory.
-# Needs scripts/install-deps.sh --portable (cmake).
+# Needs scripts/install-deps.sh --portable (cmake). With PHP_WORKER_TARGET=arm64 it
+# cross-builds them for aarch64 against scripts/arm64-sysroot.sh's sysroot (with
+# scripts/install-deps.sh --arm64's compilers), into static-deps-<key>-arm64/.
 set -euo pipefail
 
 log() { echo "build-static-deps: $*" >&2; }
@@ -24,7 +26,29 @@ recipe_version=3
 packages=(libonig libzip curl postgresql-15 libmemcached libxslt openldap imagemagick)
 scripts=$(cd "$(dirname "$0")" && pwd)
 cache_root=${PHP_WORKER_CACHE:-$HOME/.cache/php_worker}
-out="$cache_root/static-deps-r$recipe_version"
+# For the machine the binary runs on: configure's --host, the compilers, pkg-config's
+# view and CMake's, all empty for the build machine itself.
+suffix= host_flags=() cmake_flags=() cross_env=() ldap_flags=()
+case ${PHP_WORKER_TARGET:-} in
+"") ;;
+arm64)
+	suffix=-arm64
+	sysroot=$("$scripts/arm64-sysroot.sh")
+	host=aarch64-linux-gnu
+	host_flags=(--host=$host)
+	# What OpenLDAP cannot test when cross-building (and otherwise takes a replacement
+	# memcmp it does not build into libldap): glibc's memcmp works, Linux's select() yields.
+	ldap_flags=(--with-yielding-select=yes ac_cv_func_memcmp_working=yes)
+	cross_env=(CC="$host-gcc --sysroot=$sysroot" CXX="$host-g++ --sysroot=$sysroot" AR=$host-ar RANLIB=$host-ranlib
+		PKG_CONFIG_LIBDIR="$sysroot/usr/lib/$host/pkgconfig:$sysroot/usr/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$sysroot")
+	cmake_flags=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER=$host-gcc
+		-DCMAKE_CXX_COMPILER=$host-g++ -DCMAKE_SYSROOT="$sysroot" -DCMAKE_LIBRARY_ARCHITECTURE=$host
+		-DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER -DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY
+		-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY)
+	;;
+*) log "unknown PHP_WORKER_TARGET ${PHP_WORKER_TARGET} (arm64 is known)"; exit 2 ;;
+esac
+out="$cache_root/static-deps-r$recipe_version$suffix"
 if [ -f "$out/.complete" ]; then
 	echo "$out"
 	exit 0
@@ -35,7 +59,7 @@ if [ -n "${PHP_WORKER_CACHED_ONLY:-}" ]; then
 	exit 3
 fi
 mkdir -p "$cache_root"
-exec 9>"$cache_root/.lock-static-deps"
+exec 9>"$cache_root/.lock-static-deps$suffix"
 flock 9
 if [ -f "$out/.complete" ]; then
 	echo "$out"
@@ -44,7 +68,7 @@ fi
 
 # A run that failed part way resumes: each library built leaves a stamp in $out, and the
 # sources stay unpacked in $work until everything is built.
-work="$cache_root/static-deps-build-r$recipe_version"
+work="$cache_root/static-deps-build-r$recipe_version$suffix"
 mkdir -p "$work" "$out/lib"
 cd "$work"
 built() { [ -f "$out/.built-$1" ]; }
@@ -63,7 +87,7 @@ done >"$out/versions"
 
 cmake_static() {
 	(cd "$1" && cmake -S . -B _build -DCMAKE_INSTALL_PREFIX="$out" -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_SHARED_LIBS=OFF \
-		-DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_BUILD_TYPE=Release "${@:2}" &&
+		-DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_BUILD_TYPE=Release "${cmake_flags[@]}" "${@:2}" &&
 		cmake --build _build -j"$(nproc)" && cmake --install _build) >"$work/$(basename "$1").log" 2>&1 ||
 		{ tail -n 30 "$work/$(basename "$1").log" >&2; exit 1; }
 }
@@ -78,7 +102,7 @@ done_building libzip; }
 
 built curl || {
 log "building curl"
-(cd curl-*/ && ./configure --prefix="$out" --disable-shared --enable-static --with-pic --with-openssl --with-zlib \
+(cd curl-*/ && env "${cross_env[@]}" ./configure "${host_flags[@]}" --prefix="$out" --disable-shared --enable-static --with-pic --with-openssl --with-zlib \
 	--without-libpsl --without-libssh2 --without-librtmp --without-gssapi --disable-ldap --disable-ldaps \
 	--with-nghttp2 --without-brotli --without-zstd --without-libidn2 --disable-manual --disable-docs \
 	--without-ca-bundle --with-ca-path=/etc/ssl/certs && make -j"$(nproc)" -C lib && make -C lib install) \
@@ -87,7 +111,7 @@ done_building curl; }
 
 built libpq || {
 log "building libpq"
-(cd postgresql-15-*/ && ./configure --without-readline --without-icu --without-gssapi --without-ldap --with-openssl \
+(cd postgresql-15-*/ && env "${cross_env[@]}" ./configure "${host_flags[@]}" --without-readline --without-icu --without-gssapi --without-ldap --with-openssl \
 	--without-zlib CFLAGS="-O2 -fPIC" && make -C src/port -j"$(nproc)" && make -C src/common -j"$(nproc)" &&
 	make -C src/interfaces/libpq -j"$(nproc)" &&
 	cp src/interfaces/libpq/libpq.a src/common/libpgcommon_shlib.a src/port/libpgport_shlib.a "$out/lib/") \
@@ -103,7 +127,7 @@ done_building libmemcached; }
 built libxslt || {
 log "building libxslt"
 # Its tarball's configure comes from a newer libtool than Debian 12's: regenerate it.
-(cd libxslt-*/ && autoreconf -fi && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+(cd libxslt-*/ && autoreconf -fi && env "${cross_env[@]}" ./configure "${host_flags[@]}" --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
 	--without-crypto --without-python --without-debugger --without-plugins &&
 	make -j"$(nproc)" -C libxslt && make -j"$(nproc)" -C libexslt &&
 	make -C libxslt install && make -C libexslt install) >"$work/libxslt.log" 2>&1 ||
@@ -112,8 +136,8 @@ done_building libxslt; }
 
 built openldap || {
 log "building OpenLDAP's client libraries"
-(cd openldap-*/ && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
-	--disable-slapd --without-cyrus-sasl --with-tls=openssl --without-systemd --without-argon2 &&
+(cd openldap-*/ && env "${cross_env[@]}" ./configure "${host_flags[@]}" --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+	--disable-slapd --without-cyrus-sasl --with-tls=openssl --without-systemd --without-argon2 "${ldap_flags[@]}" &&
 	make -j"$(nproc)" depend && make -j"$(nproc)" -C include && make -j"$(nproc)" -C libraries/liblber liblber.la &&
 	make -j"$(nproc)" -C libraries/libldap libldap.la &&
 	cp libraries/liblber/.libs/liblber.a libraries/libldap/.libs/libldap.a "$out/lib/") \
@@ -122,7 +146,7 @@ done_building openldap; }
 
 built imagemagick || {
 log "building ImageMagick (no OpenMP); this takes a few minutes"
-(cd imagemagick-*/ && ./configure --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
+(cd imagemagick-*/ && env "${cross_env[@]}" ./configure "${host_flags[@]}" --prefix="$out" --libdir="$out/lib" --disable-shared --enable-static --with-pic \
 	--disable-openmp --disable-opencl --enable-zero-configuration --with-quantum-depth=16 --disable-hdri \
 	--without-modules --without-magick-plus-plus --without-perl --without-x --disable-docs \
 	--with-jpeg --with-png --with-webp --with-zlib --with-bzlib --with-lzma \
