@@ -36,7 +36,8 @@ portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scri
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
 install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh
 image_pkgs=(umoci skopeo libcap2-bin iproute2)               # tests/install/image.sh
-arm64_pkgs=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static) # scripts/build-arm64.sh
+# scripts/build-arm64.sh; the arm64 C library's package for dpkg-shlibdeps (build-deb.sh)
+arm64_pkgs=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static libc6:arm64 libgcc-s1:arm64 chrpath)
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
@@ -55,6 +56,10 @@ done
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# Packages for arm64 (libc6:arm64) need it among dpkg's architectures.
+if [[ " ${want[*]} " == *:arm64* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	as_root dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${want[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
