@@ -11,12 +11,20 @@
 #   /usr/share/php_worker/www/index.php    that page
 #   php_worker.service                     runs as the php_worker user (home /var/lib/php_worker)
 #
-# The package's files other than the binary are in packaging/.
+# The package's files other than the binary are in packaging/. With PHP_WORKER_TARGET=arm64
+# it packages dist/php_worker-arm64/ as dist/php-worker_<VERSION>_arm64.deb (a cross
+# build: dpkg-shlibdeps reads the arm64 C library's package, which --arm64 installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh --deb
-[ -x dist/php_worker/bin/caddy ] || scripts/build-portable.sh
+scripts/install-deps.sh --deb ${PHP_WORKER_TARGET:+--$PHP_WORKER_TARGET}
+arch=amd64 dist=dist/php_worker
+case ${PHP_WORKER_TARGET:-} in
+"") ;;
+arm64) arch=arm64 dist=dist/php_worker-arm64 ;;
+*) echo "build-deb: PHP_WORKER_TARGET must be arm64, or unset" >&2; exit 2 ;;
+esac
+[ -x "$dist/bin/caddy" ] || scripts/build-portable.sh
 
 version=$(cat VERSION)
 stage_root=$(mktemp -d)
@@ -24,7 +32,7 @@ trap 'rm -rf "$stage_root"' EXIT
 stage=$stage_root/php-worker-$version
 mkdir -p "$stage"
 cp -a packaging/debian packaging/files "$stage/"
-cp -a dist/php_worker "$stage/dist"
+cp -a "$dist" "$stage/dist"
 # The README's links lead into docs/: both go to /usr/share/doc/php-worker.
 cp -a README.md docs "$stage/files/"
 # PHP's recommended production settings, from the PHP build the binary carries.
@@ -39,9 +47,9 @@ php-worker ($version) unstable; urgency=medium
  -- php_worker maintainers <maintainers@php-worker.org>  $(git log -1 --format=%aD)
 CHANGELOG
 
-(cd "$stage" && dpkg-buildpackage --build=binary --no-sign) >"$stage_root/build.log" 2>&1 ||
+(cd "$stage" && dpkg-buildpackage --build=binary --no-sign --host-arch "$arch") >"$stage_root/build.log" 2>&1 ||
 	{ tail -n 40 "$stage_root/build.log" >&2; exit 1; }
-deb=php-worker_${version}_amd64.deb
+deb=php-worker_${version}_$arch.deb
 mv "$stage_root/$deb" dist/
 echo "build-deb: dist/$deb"
 dpkg-deb --info "dist/$deb" | sed -n '/Package:/,/Description:/p'
