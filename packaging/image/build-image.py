@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Builds php_worker's OCI image from the portable binary, without a container daemon.
 
-    packaging/image/build-image.py [--arch amd64] [--out dist/image-amd64]
+    packaging/image/build-image.py [--arch amd64|arm64] [--out dist/image-<arch>]
+    packaging/image/build-image.py --index dist/image-amd64 dist/image-arm64 [--out dist/image]
 
-Input: dist/php_worker/ (scripts/build-portable.sh) and Debian 12's packages for the
+Input: dist/php_worker/ (scripts/build-portable.sh; dist/php_worker-arm64/ for arm64, from
+scripts/build-arm64.sh) and Debian 12's packages for the
 base, fetched with `apt-get download` (cached in ~/.cache/php_worker/image-debs-<arch>/):
 libc, libgcc_s, dash (for the entrypoint and `php`), tzdata, the CA certificates, the
 MIME types, base-files and netbase. Their files are unpacked as they are, without
@@ -15,6 +17,10 @@ and podman) and the same as one archive beside it (--out + ".tar"), which `podma
 and `docker load` take. The output is reproducible: every time, file time and owner in
 the layer comes from SOURCE_DATE_EPOCH (default: the last commit's time), so the same
 inputs give the same digests.
+
+--index merges one-platform layouts into one multi-arch image: an OCI image index naming
+each platform's manifest, tagged `latest`, with every blob. Pushed with `skopeo copy
+--all`, a registry serves each machine its own architecture.
 
 What the image holds and how to use it: docs/container-image.md.
 """
@@ -200,10 +206,17 @@ def canonical(obj):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default="amd64", choices=sorted(GO_ARCH))
-    ap.add_argument("--dist", default=str(REPO / "dist" / "php_worker"), help="the portable binary's folder")
-    ap.add_argument("--out", help="the OCI layout to write (default: dist/image-<arch>)")
+    ap.add_argument("--dist", help="the portable binary's folder (default: dist/php_worker, or "
+                    "dist/php_worker-<arch> for another architecture)")
+    ap.add_argument("--out", help="the OCI layout to write (default: dist/image-<arch>, or dist/image for --index)")
+    ap.add_argument("--index", nargs="+", metavar="LAYOUT", help="merge these layouts into a multi-arch one")
     args = ap.parse_args()
-    dist, out = Path(args.dist), Path(args.out or REPO / "dist" / f"image-{args.arch}")
+    if args.index:
+        merge(args.index, Path(args.out or REPO / "dist" / "image"))
+        return
+    default_dist = "php_worker" if args.arch == "amd64" else f"php_worker-{args.arch}"
+    dist = Path(args.dist or REPO / "dist" / default_dist)
+    out = Path(args.out or REPO / "dist" / f"image-{args.arch}")
     if not (dist / "bin" / "caddy").exists():
         sys.exit(f"build-image: no {dist}/bin/caddy: run scripts/build-portable.sh first")
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
@@ -259,9 +272,7 @@ def main():
         "history": [{"created": created, "created_by": "packaging/image/build-image.py"}],
     }
 
-    if out.exists():
-        subprocess.run(["rm", "-rf", str(out)], check=True)
-    out.mkdir(parents=True)
+    fresh_layout(out)
     layer_desc = blob(out, gz.getvalue(), "application/vnd.oci.image.layer.v1.tar+gzip")
     config_desc = blob(out, canonical(config), "application/vnd.oci.image.config.v1+json")
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -271,9 +282,21 @@ def main():
     manifest_desc["platform"] = {"architecture": GO_ARCH[args.arch], "os": "linux"}
     manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": "latest"}
     (out / "index.json").write_bytes(canonical({"schemaVersion": 2, "manifests": [manifest_desc]}))
+    archive = archive_layout(out, epoch)
+    log(f"{out} (oci:{out}:latest) and {archive}: {manifest_desc['digest']}, "
+        f"layer {layer_desc['size'] >> 20} MiB compressed")
+    print(manifest_desc["digest"])
+
+
+def fresh_layout(out):
+    if out.exists():
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+    (out / "blobs" / "sha256").mkdir(parents=True)
     (out / "oci-layout").write_bytes(canonical({"imageLayoutVersion": "1.0.0"}))
 
-    # The same layout as one archive, its members in order and with the epoch's time.
+
+def archive_layout(out, epoch):
+    """The same layout as one archive beside it, its members in order and with the epoch's time."""
     archive = out.with_name(out.name + ".tar")
     with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(out.rglob("*")):
@@ -282,9 +305,34 @@ def main():
             info.mode = 0o755 if path.is_dir() else 0o644
             with open(path, "rb") if path.is_file() else open(os.devnull, "rb") as f:
                 tar.addfile(info, f if path.is_file() else None)
-    log(f"{out} (oci:{out}:latest) and {archive}: {manifest_desc['digest']}, "
-        f"layer {layer_desc['size'] >> 20} MiB compressed")
-    print(manifest_desc["digest"])
+    return archive
+
+
+def merge(layouts, out):
+    """One multi-arch layout from one-platform ones: their blobs, and an image index (a blob
+    itself) naming each platform's manifest, which index.json tags `latest`."""
+    fresh_layout(out)
+    manifests, epoch = [], 0
+    for layout in map(Path, layouts):
+        (desc,) = json.loads((layout / "index.json").read_text())["manifests"]
+        if any(m["platform"] == desc["platform"] for m in manifests):
+            sys.exit(f"build-image: two layouts for {desc['platform']}")
+        for b in sorted((layout / "blobs" / "sha256").iterdir()):
+            (out / "blobs" / "sha256" / b.name).write_bytes(b.read_bytes())
+        manifest = json.loads((layout / "blobs" / "sha256" / desc["digest"].split(":")[1]).read_text())
+        created = manifest.get("annotations", {}).get("org.opencontainers.image.created", "1970-01-01T00:00:00Z")
+        epoch = max(epoch, int(subprocess.run(["date", "-u", "-d", created, "+%s"], capture_output=True, text=True,
+                                              check=True).stdout))
+        manifests.append({k: desc[k] for k in ("mediaType", "digest", "size", "platform")})
+    manifests.sort(key=lambda m: (m["platform"]["os"], m["platform"]["architecture"]))
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+    index_desc = blob(out, canonical(index), "application/vnd.oci.image.index.v1+json")
+    index_desc["annotations"] = {"org.opencontainers.image.ref.name": "latest"}
+    (out / "index.json").write_bytes(canonical({"schemaVersion": 2, "manifests": [index_desc]}))
+    archive = archive_layout(out, epoch)
+    log(f"{out} (oci:{out}:latest) and {archive}: an index of "
+        + ", ".join(f"{m['platform']['os']}/{m['platform']['architecture']}" for m in manifests))
+    print(index_desc["digest"])
 
 
 if __name__ == "__main__":
