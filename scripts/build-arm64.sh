@@ -1,64 +1,40 @@
 #!/usr/bin/env bash
-# Cross-builds php_worker for arm64 (aarch64) on an x86-64 Debian 12 host, then smoke-tests
-# it under qemu-user: PHP 8.4 with its extensions (scripts/build-php.sh with
-# PHP_WORKER_TARGET=arm64, on the sysroot of scripts/arm64-sysroot.sh), the Rust core
-# (rustup's aarch64-unknown-linux-gnu target), and Caddy with cgo (GOARCH=arm64).
+# Cross-builds php_worker for arm64 (aarch64) on an x86-64 Debian 12 host: what
+# scripts/build-portable.sh, scripts/build-deb.sh and packaging/image/build-image.py make
+# for this machine, made for arm64 (PHP_WORKER_TARGET=arm64, scripts/cross-env.sh), then
+# tested under qemu-user:
 #
-#   scripts/build-arm64.sh           target/arm64/caddy, then tests/install/arm64-smoke.sh
-#   SMOKE=0 scripts/build-arm64.sh   the build only
+#   dist/php_worker-arm64/           the portable binary (glibc 2.35+ and libgcc_s only)
+#   dist/php-worker_<VERSION>_arm64.deb
+#   dist/image-arm64/ (and .tar)     the OCI image, tested by tests/install/image.sh
+#   dist/image/ (and .tar)           one multi-arch image of amd64 and arm64, when
+#                                    dist/image-amd64/ is there (tests/install/image.sh
+#                                    or packaging/image/build-image.py make it)
 #
-# The binary links the sysroot's shared libraries, as ./caddy links the host's: run it on
-# a Debian 12 arm64 machine with the same library packages (scripts/install-deps.sh's
-# list), or under qemu-aarch64-static -L <sysroot>. Not part of tests/run.sh: a cold
-# build takes about 35 minutes on 2 cores (docs/building.md, "arm64").
+#   scripts/build-arm64.sh           all of it, with tests/install/arm64-smoke.sh and
+#                                    tests/install/image.sh (needs root)
+#   SMOKE=0 scripts/build-arm64.sh   the portable binary and the .deb only
+#
+# Not part of tests/run.sh: a cold build takes about 50 minutes on 2 cores
+# (docs/building.md, "arm64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "build-arm64: $*" >&2; }
+export PHP_WORKER_TARGET=arm64
 
-CADDY_VERSION=$(sed -n 's/^CADDY_VERSION=//p' xcaddy.sh)
-XCADDY_VERSION=$(sed -n 's/^XCADDY_VERSION=//p' xcaddy.sh)
-MODULE=github.com/php-worker/php_worker/go-module
-rust_target=aarch64-unknown-linux-gnu
-host=aarch64-linux-gnu
-out=$PWD/target/arm64
+scripts/build-portable.sh
+scripts/build-deb.sh
+[ "${SMOKE:-1}" != 0 ] || exit 0
 
-scripts/install-deps.sh --arm64
-sysroot=$(scripts/arm64-sysroot.sh)
-PHP_CONFIG=$(PHP_WORKER_TARGET=arm64 scripts/build-php.sh)
-prefix=$("$PHP_CONFIG" --prefix)
-mkdir -p "$out"
-
-# ext-php-rs's build script asks the PHP binary about itself: the arm64 one, under qemu.
-cat >"$out/php" <<EOF
-#!/bin/sh
-exec qemu-aarch64-static -L "$sysroot" "$prefix/bin/php" "\$@"
-EOF
-chmod +x "$out/php"
-
-log "rust-core for $rust_target"
-rustup target list --installed | grep -qx "$rust_target" || rustup target add "$rust_target"
-export PHP_CONFIG PHP="$out/php"
-export "CC_${rust_target//-/_}=$host-gcc" "CFLAGS_${rust_target//-/_}=--sysroot=$sysroot"
-export "BINDGEN_EXTRA_CLANG_ARGS_${rust_target//-/_}=--target=$host --sysroot=$sysroot"
-export "CARGO_TARGET_$(tr '[:lower:]-' '[:upper:]_' <<<"$rust_target")_LINKER=$host-gcc"
-cargo build --release --locked -p php-worker-core --target "$rust_target"
-core="$PWD/target/$rust_target/release"
-
-log "caddy for arm64"
-export PATH="$(go env GOPATH)/bin:$HOME/.cargo/bin:$PATH"
-if ! xcaddy version 2>/dev/null | grep -q "^$XCADDY_VERSION"; then
-	GOARCH= go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
-fi
-core_id=$(sha256sum "$core/libphp_worker.a" | cut -c1-16)
-ext_dir=$("$PHP_CONFIG" --extension-dir)
-export CGO_ENABLED=1 GOOS=linux GOARCH=arm64
-export CC="$host-gcc --sysroot=$sysroot" CXX="$host-g++ --sysroot=$sysroot"
-export CGO_LDFLAGS="-L$core -L$prefix/lib -Wl,--export-dynamic $("$PHP_CONFIG" --libs)"
-XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id -X $MODULE.phpExtensionDir=$ext_dir' -tags=nobadger,nomysql,nopgx" \
-	xcaddy build "$CADDY_VERSION" --output "$out/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
-file "$out/caddy" | grep -q 'ARM aarch64' || { log "$out/caddy is not an arm64 binary"; exit 1; }
-log "$out/caddy is ready ($(du -h "$out/caddy" | cut -f1))"
-
-if [ "${SMOKE:-1}" != 0 ]; then
-	tests/install/arm64-smoke.sh "$out/caddy" "$sysroot"
+tests/install/arm64-smoke.sh dist/php_worker-arm64/bin/caddy "$(scripts/arm64-sysroot.sh)"
+tests/install/image.sh
+if [ -f dist/image-amd64/index.json ]; then
+	packaging/image/build-image.py --index dist/image-amd64 dist/image-arm64
+	for a in amd64 arm64; do
+		got=$(skopeo inspect --override-arch "$a" --format '{{.Architecture}}' oci:dist/image:latest)
+		[ "$got" = "$a" ] || { log "the multi-arch image gives $got for $a"; exit 1; }
+	done
+	log "dist/image: one image for amd64 and arm64"
+else
+	log "no dist/image-amd64 (tests/install/image.sh makes it): no multi-arch image"
 fi
