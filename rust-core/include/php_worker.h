@@ -601,6 +601,17 @@ int32_t php_worker_request_submit(const php_worker_engine_t *engine,
 // not deleted (the host serialises the two).
 bool php_worker_request_cancel(php_worker_request_t *request);
 
+// Tells a submitted request its client is gone (the host saw the connection close or
+// its context end). The script learns it at its next fastcgi_finish_request() (its
+// connection_status() then says aborted) without a `respond` call asking the host. A
+// request still queued is not withdrawn by this: it runs. Does not block; callable from
+// any thread, once or more.
+//
+// # Safety
+// As for php_worker_request_cancel(): `request` comes from php_worker_request_submit()
+// and its DONE has not reached the host yet.
+void php_worker_request_client_gone(php_worker_request_t *request);
+
 // The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid
 // until the error is deleted.
 //

@@ -562,6 +562,26 @@ pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) 
     catch_unwind(cancel).unwrap_or(false)
 }
 
+/// Tells a submitted request its client is gone (the host saw the connection close or
+/// its context end). The script learns it at its next fastcgi_finish_request() (its
+/// connection_status() then says aborted) without a `respond` call asking the host. A
+/// request still queued is not withdrawn by this: it runs. Does not block; callable from
+/// any thread, once or more.
+///
+/// # Safety
+/// As for php_worker_request_cancel(): `request` comes from php_worker_request_submit()
+/// and its DONE has not reached the host yet.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_request_client_gone(request: *mut RequestHandle) {
+    // SAFETY: the handle is the request's run state, alive per the contract.
+    let mark = || {
+        if let Some(state) = unsafe { request.cast::<RunState>().as_ref() } {
+            state.mark_client_gone();
+        }
+    };
+    let _ = catch_unwind(mark);
+}
+
 /// The message of an error, UTF-8, not NUL-terminated; `*len_out` gets its length. Valid
 /// until the error is deleted.
 ///

@@ -7,6 +7,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from conftest import CADDY, eventually, make_caddyfile, send_stalled_body
 
 COUNTER = """<?php
@@ -439,20 +441,28 @@ file_put_contents(__DIR__ . '/' . basename($_GET['log']), (string) connection_st
 """
 
 
-def test_connection_status_after_finish_request_says_whether_the_client_had_left(start_server, tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_connection_status_after_finish_request_says_whether_the_client_had_left(start_server, tmp_path, processes):
     """A request whose client left while it waited: connection_status() is 1
     (aborted) after frankenphp_finish_request() as without it, as under FrankenPHP;
-    with the client there, finishing the request aborts nothing (0)."""
+    with the client there, finishing the request aborts nothing (0). The handler tells
+    the core the client left (no callback asks it), through a child process too."""
     (tmp_path / "status.php").write_text(FINISH_STATUS)
     (tmp_path / "sleep.php").write_text("<?php usleep(1000000); echo 'slept';")
-    srv = start_server("parity-finish-status", threads=1, app=tmp_path, site_extra="")
-    busy = threading.Thread(target=lambda: srv.get("/sleep.php", timeout=30))
-    busy.start()
+    # One PHP thread per process, each kept busy by a sleeping request, so the next
+    # requests wait in a queue while their clients leave.
+    extra = "\tprocesses 2" if processes == 2 else ""
+    srv = start_server(f"parity-finish-status-{processes}", threads=processes, app=tmp_path,
+                       site_extra="", global_extra=extra)
+    sleepers = [threading.Thread(target=lambda: srv.get("/sleep.php", timeout=30)) for _ in range(processes)]
+    for busy in sleepers:
+        busy.start()
     time.sleep(0.3)
     for name in ("gone-finish", "gone"):
         query = "finish=1&" if name == "gone-finish" else ""
         send_and_close(srv, f"GET /status.php?{query}log={name}.log HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-    busy.join()
+    for busy in sleepers:
+        busy.join()
     assert srv.get("/status.php?finish=1&log=there.log").text == ""
     for name, want in (("gone-finish", "1"), ("gone", "1"), ("there", "0")):
         log = tmp_path / f"{name}.log"

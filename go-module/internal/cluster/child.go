@@ -121,6 +121,11 @@ func (c *child) serve(r *reader) error {
 		case kindClientGone:
 			if cr := c.lookup(id); cr != nil {
 				cr.gone.Store(true)
+				cr.mu.Lock()
+				if !cr.done && cr.req != nil {
+					cr.req.ClientGone()
+				}
+				cr.mu.Unlock()
 			}
 		case kindCall:
 			call := append([]byte(nil), p...)

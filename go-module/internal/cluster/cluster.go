@@ -658,6 +658,11 @@ func (s *Submitted) Cancel() bool {
 	return s.p.Load().cancel(s.handle)
 }
 
+// ClientGone tells the child holding the request that its client left.
+func (s *Submitted) ClientGone() {
+	s.p.Load().clientGone(s.handle)
+}
+
 // Submit hands a request to the least busy child that runs the pool. Failures the child
 // finds (a full queue) come back as the request's refusal.
 func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code) {

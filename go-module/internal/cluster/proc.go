@@ -313,6 +313,11 @@ func (p *proc) cancel(handle uint64) bool {
 	return ok && withdrawn
 }
 
+// clientGone tells the child that a request's client left.
+func (p *proc) clientGone(handle uint64) {
+	p.link.post(kindClientGone, handle, nil)
+}
+
 // readLoop takes the child's frames until it ends, then answers what it held.
 func (p *proc) readLoop(r *reader) {
 	host := core.CurrentHost()

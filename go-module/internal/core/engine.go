@@ -453,6 +453,9 @@ type Submitted interface {
 	// Cancel withdraws the request; true when it will not run. Valid only before the
 	// request's last response call (PHP_WORKER_RESPONSE_DONE).
 	Cancel() bool
+	// ClientGone tells the request its client left: the script's next
+	// fastcgi_finish_request() reports it aborted. Valid as Cancel is.
+	ClientGone()
 }
 
 // Request is a submitted request, as the core knows it until its last response call.
@@ -463,6 +466,13 @@ type Request C.php_worker_request_t
 func (r *Request) Cancel() bool {
 	countIn()
 	return bool(C.php_worker_request_cancel((*C.php_worker_request_t)(r)))
+}
+
+// ClientGone tells the request its client left. Valid only before the request's last
+// response call (PHP_WORKER_RESPONSE_DONE).
+func (r *Request) ClientGone() {
+	countIn()
+	C.php_worker_request_client_gone((*C.php_worker_request_t)(r))
 }
 
 // takeBytes copies bytes the core handed over into Go memory and frees them.

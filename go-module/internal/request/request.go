@@ -344,7 +344,7 @@ var errBodyAbandoned = errors.New("the client left before its whole body was rea
 // connection off when the headers already left, so the client sees it incomplete.
 func (pr *phpRequest) abandonOrAbort() {
 	pr.mu.Lock()
-	pr.abandoned = true
+	pr.markAbandoned()
 	sent := pr.sent
 	pr.mu.Unlock()
 	if sent {
@@ -381,10 +381,20 @@ func (pr *phpRequest) endReads(w http.ResponseWriter) {
 func (pr *phpRequest) abandon() bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	pr.abandoned = true
+	pr.markAbandoned()
 	// Caddy's read timeout (timeouts read_body): the client is still there.
 	timedOut := pr.bodyErr != nil && bodyErrorStatus(pr.bodyErr) == http.StatusRequestTimeout
 	return timedOut && !pr.sent
+}
+
+// markAbandoned stops the callbacks from touching the response and tells the core the
+// client left, so a script's fastcgi_finish_request() knows without a callback asking.
+// pr.mu held.
+func (pr *phpRequest) markAbandoned() {
+	if !pr.abandoned && !pr.finished && pr.core != nil {
+		pr.core.ClientGone()
+	}
+	pr.abandoned = true
 }
 
 // withdraw cancels the request if it still waits for a PHP thread; true when it will

@@ -323,10 +323,11 @@ impl RequestContext {
         if self.detached {
             return None;
         }
-        if !self.aborted {
-            // A response call with nothing in it answers whether the client is still
-            // there: the completion below is queued, and says nothing back.
-            self.aborted = !self.request.host().respond(self.request.handle, 0, &[], &[], 0, self.run);
+        // The host marks the run state when it sees the client leave: no callback asks
+        // it (one callback per request of every framework that calls this, such as
+        // Symfony's and Laravel's Response::send(), each costing Go a P hand-off).
+        if self.request.run_state().client_gone() {
+            self.aborted = true;
         }
         self.complete(false);
         Some(self.aborted)
@@ -541,6 +542,38 @@ mod tests {
         assert!(scratch.output.is_empty() && scratch.header_spans.is_empty(), "the thread's buffers start the next request empty");
         drop(batch);
         assert_eq!(std::sync::Arc::strong_count(&state), 1, "the deleted batch let go of the run state");
+    }
+
+    #[test]
+    fn finishing_early_asks_the_host_nothing_and_reports_the_client_it_marked_gone() {
+        for gone in [false, true] {
+            let host = crate::testing::completing_host();
+            let handle = crate::testing::new_handle();
+            let (block, spans) = crate::request::encode(&crate::request::tests::fields("GET", "/srv/a.php"), &[], b"");
+            let r = Request::new(host.clone(), &block, &spans, 0, 0, 0, crate::abi::types::PHP_WORKER_REQUEST_BODY_COMPLETE, handle).unwrap();
+            let state = r.run_state_ref();
+            assert!(state.start());
+            if gone {
+                // What php_worker_request_client_gone() does from the host's thread.
+                state.mark_client_gone();
+            }
+            let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
+            ctx.headers_done(200);
+            assert!(ctx.write(b"sent"));
+            assert_eq!(ctx.finish_early(), Some(gone), "fastcgi_finish_request() says whether the client left");
+            assert_eq!(ctx.aborted(), gone, "connection_status() follows");
+            assert!(calls_for(handle).is_empty(), "no respond callback: the answer is queued");
+            assert_eq!(ctx.finish_early(), None, "a second call finds the request finished");
+            assert!(ctx.write(b"discarded"), "output after the finish is dropped quietly");
+            let batch = host.completions().unwrap().take();
+            assert_eq!(batch.len(), 1, "one completion");
+            let entry = batch[0].entry();
+            assert_eq!(entry.response.flags, PHP_WORKER_RESPONSE_DONE);
+            // SAFETY: the entry's pointers live as long as batch[0].
+            let body = unsafe { std::slice::from_raw_parts(entry.response.body, entry.response.body_len) };
+            assert_eq!(body, b"sent", "what the script wrote before finishing, and nothing after");
+            drop(ctx);
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod task;
 use std::cell::Cell;
 use std::ffi::c_char;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::abi::types::{
@@ -91,7 +91,7 @@ impl Request {
             report_taken: flags & PHP_WORKER_REQUEST_REPORT_TAKEN != 0,
             content_length,
             handle,
-            state: Arc::new(RunState(AtomicU8::new(RunState::QUEUED))),
+            state: Arc::new(RunState::queued()),
             finished: Cell::new(false),
             host,
             created: Instant::now(),
@@ -377,24 +377,43 @@ impl Refusal {
     }
 }
 
-/// Whether a request waits in its queue, runs, or was cancelled before it could run.
-/// The host cancels from its own threads; the PHP thread claims the request when it
-/// dequeues it. Exactly one of the two wins.
-pub struct RunState(AtomicU8);
+/// Whether a request waits in its queue, runs, or was cancelled before it could run,
+/// and whether the host saw its client leave. The host cancels from its own threads; the
+/// PHP thread claims the request when it dequeues it. Exactly one of the two wins.
+pub struct RunState {
+    phase: AtomicU8,
+    client_gone: AtomicBool,
+}
 
 impl RunState {
     const QUEUED: u8 = 0;
     const RUNNING: u8 = 1;
     const CANCELLED: u8 = 2;
 
+    /// A request waiting in its queue, its client there.
+    pub fn queued() -> RunState {
+        RunState { phase: AtomicU8::new(Self::QUEUED), client_gone: AtomicBool::new(false) }
+    }
+
     /// The PHP thread takes the request. False when the host cancelled it first.
     pub fn start(&self) -> bool {
-        self.0.compare_exchange(Self::QUEUED, Self::RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.phase.compare_exchange(Self::QUEUED, Self::RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     /// The host gives up on the request. True when it had not started and never will.
     pub fn cancel(&self) -> bool {
-        self.0.compare_exchange(Self::QUEUED, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.phase.compare_exchange(Self::QUEUED, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// The host saw the client leave (php_worker_request_client_gone): the PHP thread
+    /// learns it without asking the host through a callback.
+    pub fn mark_client_gone(&self) {
+        self.client_gone.store(true, Ordering::Release);
+    }
+
+    /// Whether the host said the client left.
+    pub fn client_gone(&self) -> bool {
+        self.client_gone.load(Ordering::Acquire)
     }
 }
 
