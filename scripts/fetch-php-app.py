@@ -2,17 +2,19 @@
 """Unpacks a PHP application or library packaged by a newer Debian, with the PHP libraries
 it depends on, into a test root, without installing anything.
 
-    scripts/fetch-php-app.py [--suite trixie|sid] PACKAGE
+    scripts/fetch-php-app.py [--suite bookworm|trixie|sid] [--also PACKAGE]... PACKAGE
 
 Prints the root's PHP include folder (<root>/usr/share/php) on stdout, progress on stderr.
 
 Debian 13 (trixie) and sid package current PHP frameworks (php-laravel-framework 10 and
-13, Symfony 6.4 and 7.4, WordPress) as architecture-independent code. This reads their
+13, Symfony 6.4 and 7.4, WordPress) as architecture-independent code; Debian 12
+(bookworm) packages WordPress 6.1, which the benchmark runs (with --also, its default
+theme, which WordPress only recommends). This reads their
 binary package index through a private apt state (never the system's), follows the
 package's dependencies among architecture-independent php-* packages (PHP's own
 extensions, php8.x-*, are the server's business and are skipped), downloads them with
 `apt-get download` and unpacks each with `dpkg-deb -x`. The root is cached as
-$PHP_WORKER_CACHE/apps/<package>-<version>-<suite>/ (default ~/.cache/php_worker).
+$PHP_WORKER_CACHE/apps/<package>-<version>[+<also>...]-<suite>/ (default ~/.cache/php_worker).
 """
 
 import argparse
@@ -110,7 +112,9 @@ def closure(index, package):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("package")
-    ap.add_argument("--suite", default="trixie", choices=["trixie", "sid"])
+    ap.add_argument("--suite", default="trixie", choices=["bookworm", "trixie", "sid"])
+    ap.add_argument("--also", action="append", default=[], metavar="PACKAGE",
+                    help="unpack this package (and the PHP libraries it needs) into the same root too")
     args = ap.parse_args()
 
     opts = apt_state(args.suite)
@@ -119,12 +123,18 @@ def main():
     if top is None:
         log(f"{args.package} is not in {args.suite}")
         sys.exit(1)
-    root = os.path.join(cache_root(), "apps", f"{args.package}-{top['Version']}-{args.suite}")
+    also = "".join(f"+{name}" for name in args.also)
+    root = os.path.join(cache_root(), "apps", f"{args.package}-{top['Version']}{also}-{args.suite}")
     include = os.path.join(root, "usr", "share", "php")
     if os.path.exists(os.path.join(root, ".complete")):
         print(include)
         return
     packages = closure(index, args.package)
+    for name in args.also:
+        if name not in index:
+            log(f"{name} is not in {args.suite}")
+            sys.exit(1)
+        packages += [p for p in closure(index, name) if p not in packages]
     log(f"{args.package} {top['Version']} and {len(packages) - 1} PHP libraries from {args.suite}")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
