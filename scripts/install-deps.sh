@@ -31,7 +31,7 @@ build_pkgs=(
 	shtool libtool python3 # phpize (the developer extensions); scripts/fetch-source.py
 )
 test_pkgs=(curl python3 php-laravel-framework redis-server memcached chromium) # chromium: tests/e2e/test_status.py
-bench_pkgs=(nginx php8.2-fpm php8.2-pgsql postgresql procps linux-perf)
+bench_pkgs=(nginx php8.2-fpm php8.2-pgsql php8.2-mysql php8.2-cli postgresql mariadb-server procps linux-perf)
 portable_pkgs=(cmake flex automake libbz2-dev liblzma-dev libnghttp2-dev) # scripts/build-static-deps.sh
 deb_pkgs=(debhelper lintian)                                # scripts/build-deb.sh
 install_test_pkgs=(debootstrap)                             # tests/install/clean-root.sh

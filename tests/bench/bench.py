@@ -1177,6 +1177,214 @@ def peer_note(peer):
     return peer and {k: peer[k] for k in ("name", "php", "version_line", "how")}
 
 
+# ---- classic mode on the same PHP ------------------------------------------------------
+
+class MariaDB:
+    """A throwaway MariaDB on a Unix socket only (no TCP), run as the mysql user."""
+
+    def __init__(self):
+        self.dir = Path("/tmp/php_worker_bench_mariadb")
+        self.socket = self.dir / "mysqld.sock"
+        self.proc = None
+
+    def start(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        shutil.chown(self.dir, "mysql", "mysql")
+        data = self.dir / "data"
+        p = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=mysql", "--skip-test-db",
+                            "--auth-root-authentication-method=socket"], capture_output=True, text=True)
+        check(p.returncode == 0, f"mariadb-install-db failed: {p.stdout[-1000:]} {p.stderr[-1000:]}")
+        # Durability off, as the PostgreSQL of the I/O workload: the bench measures PHP.
+        self.proc = subprocess.Popen(["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={self.socket}",
+                                      "--skip-networking", "--user=mysql", f"--pid-file={self.dir / 'mariadb.pid'}",
+                                      f"--log-error={self.dir / 'error.log'}", "--skip-log-bin",
+                                      "--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=256M",
+                                      "--max-connections=200"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while self.sql("SELECT 1", check_ok=False).returncode != 0:
+            if self.proc.poll() is not None or time.time() > deadline:
+                log_file = self.dir / "error.log"
+                check(False, "MariaDB did not start: " + (log_file.read_text(errors="replace")[-2000:]
+                                                          if log_file.exists() else "no error log"))
+            time.sleep(0.2)
+        self.sql("CREATE DATABASE wordpress; CREATE USER wordpress@localhost IDENTIFIED BY 'wordpress'; "
+                 "GRANT ALL ON wordpress.* TO wordpress@localhost")
+
+    def sql(self, statements, check_ok=True):
+        p = subprocess.run(["mariadb", "--no-defaults", "-S", str(self.socket), "-u", "root", "-e", statements],
+                           capture_output=True, text=True)
+        if check_ok:
+            check(p.returncode == 0, f"MariaDB refused {statements!r}: {p.stderr}")
+        return p
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+WORDPRESS_APP = WORK / "wordpress"  # the site's copy: WORDPRESS_APP/public
+
+
+def wordpress_site(db, binary):
+    """Debian 12's WordPress 6.1 and its default theme (unpacked by
+    scripts/fetch-php-app.py), copied into WORDPRESS_APP/public with the bench's
+    wp-config.php, then installed into db by binary's PHP with one post of 20 comments.
+    Returns the environment its servers need and the post's path."""
+    p = subprocess.run(["python3", str(REPO / "scripts" / "fetch-php-app.py"), "--suite", "bookworm", "--also",
+                        "wordpress-theme-twentytwentythree", "wordpress"], capture_output=True, text=True, timeout=900)
+    check(p.returncode == 0, f"could not unpack WordPress: {p.stderr[-2000:]}")
+    source = Path(p.stdout.strip()).parent / "wordpress"
+    public = WORDPRESS_APP / "public"
+    shutil.rmtree(WORDPRESS_APP, ignore_errors=True)
+    # Debian links getid3 and the JavaScript libraries from other packages: the copy
+    # takes the files the unpacked root has and leaves out the rest (no page needs them).
+    shutil.copytree(source, public, ignore_dangling_symlinks=True)
+    shutil.copy(APPS / "wordpress" / "wp-config.php", public / "wp-config.php")
+    env = {"WORDPRESS_DB_SOCKET": str(db.socket)}
+    p = subprocess.run([str(binary), "php-cli", str(APPS / "wordpress" / "install.php"), str(public)],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
+    # The post's ID is the last line (a newer PHP may print deprecation notices before it).
+    post = (p.stdout.strip().splitlines() or [""])[-1]
+    check(p.returncode == 0 and post.isdigit(), f"WordPress did not install: {p.stdout[-1000:]} {p.stderr[-2000:]}")
+    return env, f"/?p={post}"
+
+
+def is_wordpress_front(body):
+    return b"<title>php_worker bench</title>" in body and b"</html>" in body
+
+
+def is_wordpress_post(body):
+    return b"A post with comments" in body and body.count(b"Benchmark comment ") == 20 and b"</html>" in body
+
+
+def php82_binary():
+    """php_worker on PHP 8.2, php-fpm's version: PHP_WORKER_BENCH_PHP82, else the build
+    tests/run.sh and tests/bench/run.sh make (target/php-8.2/caddy); None if missing."""
+    path = Path(os.environ.get("PHP_WORKER_BENCH_PHP82") or REPO / "target" / "php-8.2" / "caddy")
+    return path if path.exists() else None
+
+
+def thread_split(server, path, extra=(), seconds=5, conns=32):
+    """The server's CPU per request on its PHP threads (php_worker) or PHP processes
+    (php-fpm), and on the rest (Caddy, Go and php_worker's handler; nginx), from perf
+    samples by thread name under a closed-loop load. None without perf."""
+    if not shutil.which("perf"):
+        return None
+    data = server.workdir / "perf-split.data"
+    pids = ",".join(str(p) for p in server.pids())
+    rec = subprocess.Popen(["perf", "record", "-F", "499", "-o", str(data), "-p", pids, "--", "sleep", str(seconds)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = oha(server, path, conns=conns, duration=seconds, extra=extra)
+    rec.wait()
+    p = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "--sort", "comm"],
+                       capture_output=True, text=True)
+    php = other = 0.0
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].endswith("%"):
+            share = float(parts[0][:-1])
+            if parts[1].startswith("php"):  # php-N threads; php-fpm8.2 processes
+                php += share
+            else:
+                other += share
+    cpu_us = r["server_cpu_s"] / max(1, r["ok"]) * 1e6
+    total = php + other
+    return total and {"php_us": cpu_us * php / total, "server_us": cpu_us * other / total, "cpu_us": cpu_us}
+
+
+def zts_cost(binary, minor, q):
+    """PHP's own speed, ZTS (binary's php-cli) against Debian's NTS php8.2 on the same
+    CPU-bound script without OPcache, in interleaved rounds: the median milliseconds."""
+    script = str(APPS / "cpu" / "cpu.php")
+    runs = {f"ZTS (php_worker's PHP {minor})": [str(binary), "php-cli", "-n", script],
+            "NTS (Debian's php8.2)": ["php8.2", "-n", script]}
+    times = {k: [] for k in runs}
+    for i in range(1 if q else 7):
+        for name, cmd in (runs.items() if i % 2 == 0 else reversed(runs.items())):
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            check(p.returncode == 0 and p.stdout.strip().isdigit(), f"{name}: {p.stdout} {p.stderr}")
+            times[name].append(int(p.stdout))
+    return {name: {"median_ms": middle(t), "rounds": sorted(t)} for name, t in times.items()}
+
+
+def workload_classic(q):
+    """Classic mode against php-fpm on the same PHP version (8.2): hello world, the
+    Laravel 8 page and WordPress 6.1 (its front page and a post with 20 comments, on the
+    bench's MariaDB), closed loop, the median of rounds that visit the two servers in
+    turn; then where each server's CPU goes (PHP threads or the HTTP side) and the cost
+    of ZTS alone."""
+    binary = php82_binary()
+    if binary is None:
+        check(q is not None, "target/php-8.2/caddy is missing: tests/bench/run.sh builds it")
+        # The smoke pass runs before tests/run.sh builds PHP 8.2: ./caddy checks the setup.
+        log("  target/php-8.2/caddy is not built yet: the smoke pass runs ./caddy instead")
+        binary = CADDY
+    minor = ".".join(map(str, binary_php_version(binary)))
+    db = MariaDB()
+    db.start()
+    full = subprocess.run([str(binary), "php-cli", "-n", "-r", "echo PHP_VERSION;"], capture_output=True, text=True).stdout
+    fpm = subprocess.run(["php-fpm8.2", "-v"], capture_output=True, text=True).stdout.split(" (")[0].replace("PHP ", "")
+    results = {"php": minor, "apps": [], "versions": {"php_worker": full.strip(), "php-fpm": fpm.strip()}}
+    try:
+        wp_env, post = wordpress_site(db, binary)
+        laravel_env = lambda name: {"LARAVEL_CACHE_DIR": str(WORK / f"laravel-classic-{name}")}
+        apps = [
+            ("hello world", "hello", "/", is_hello, {}, 64),
+            ("Laravel 8 page", LARAVEL_APP, LARAVEL_PAGE, is_laravel_page, None, 32),
+            # Tens of milliseconds of CPU per page: 8 connections keep 4 PHP threads busy,
+            # and a round of the smoke pass still completes requests.
+            ("WordPress front page", WORDPRESS_APP, "/", is_wordpress_front, wp_env, 8),
+            ("WordPress post, 20 comments", WORDPRESS_APP, post, is_wordpress_post, wp_env, 8),
+        ]
+        for title, app, path, probe, env, conns in apps:
+            log(f"  {title}")
+            servers = [PhpWorker(app, threads=4, binary=binary, env=env if env is not None else laravel_env("worker"),
+                                 label=f"php_worker classic, 4 threads (PHP {minor}, ZTS)"),
+                       NginxFpm(app, children=4, env=env if env is not None else laravel_env("fpm"),
+                                label="nginx + php-fpm, 4 children (PHP 8.2, NTS)")]
+            runs = [Run(s, path, probe) for s in servers]
+            for run in runs:
+                run.__enter__()
+            try:
+                extra = {s.name: ("-H", f"Cookie: {session_cookie(s)}") if app == LARAVEL_APP else () for s in servers}
+                for s in servers:
+                    oha(s, path, conns=conns, duration=2 if q else 5, extra=extra[s.name])
+                peaks = {s.name: [] for s in servers}
+                for i in range(1 if q else ROUNDS):
+                    for s in round_order(servers, i):
+                        r = oha(s, path, conns=conns, duration=3 if q else ROUND_SECONDS, extra=extra[s.name])
+                        check_answered(r, f"{title}, {s.name}")
+                        peaks[s.name].append(r)
+                rows = []
+                for s in servers:
+                    peak = middle(peaks[s.name], key=lambda r: r["ok_rps"])
+                    rows.append({"server": s.name, "rps": peak["ok_rps"], "rounds": sorted(r["ok_rps"] for r in peaks[s.name]),
+                                 "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
+                                 "p50_ms": peak["p50_ms"], "p99_ms": peak["p99_ms"],
+                                 "split": None if q else thread_split(s, path, extra[s.name], conns=conns)})
+                    status, body = http_get(s.port, path)
+                    check(status == 200 and probe(body), f"{title}, {s.name}: answered {status} after the load")
+                    log(f"    {s.name}: median {peak['ok_rps']:,.0f} req/s, {rows[-1]['cpu_us']:,.0f} µs of CPU per request")
+                results["apps"].append({"app": title, "rows": rows})
+            finally:
+                for run in runs:
+                    run.__exit__(None, None, None)
+    finally:
+        db.stop()
+    results["zts"] = zts_cost(binary, minor, q)
+    for name, t in results["zts"].items():
+        log(f"  {name}: median {t['median_ms']} ms")
+    return results
+
+
 def go_tool():
     """Go's binary, for `go tool pprof`."""
     return shutil.which("go") or "/usr/local/go/bin/go"
@@ -1647,6 +1855,37 @@ def peer_ratios(results):
     return lines
 
 
+def write_classic(w, classic):
+    """The section of the classic workload: classic mode against php-fpm, same PHP."""
+    w(f"## 2b. Classic mode against php-fpm on the same PHP ({classic['php']})\n")
+    v = classic.get("versions") or {}
+    w(f"php_worker's PHP 8.2 build ({v.get('php_worker', '?')}, ZTS, embed SAPI, linked into the binary) against "
+      f"Debian's php8.2-fpm ({v.get('php-fpm', '?')}, NTS) behind nginx, 4 PHP threads or children each, OPcache on in both, the same scripts. Hello world (64 connections), "
+      "the Laravel 8 page of section 2 (32 connections, one returning visitor) and Debian 12's WordPress 6.1 with its "
+      "default theme (8 connections): its front page, and a post with 20 comments, on a MariaDB the bench starts "
+      "(its CPU is not counted: both servers query the same database). Closed loop, the median of five 5 s rounds "
+      "that visit the two servers in turn. PHP / HTTP side: a sixth 5 s run under perf, its CPU per request split by "
+      "thread name: PHP threads or php-fpm processes, and the rest (Caddy, Go and php_worker's handler; nginx).\n")
+    w("| page | server | req/s (median) | rounds | × php-fpm | CPU µs per request | × php-fpm (CPU) | PHP side µs | HTTP side µs | p50 ms | p99 ms |")
+    w("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for app in classic["apps"]:
+        fpm = next(r for r in app["rows"] if "php-fpm" in r["server"])
+        for r in app["rows"]:
+            split = r.get("split") or {}
+            w(f"| {app['app']} | {r['server']} | {fmt(r['rps'])} | {' / '.join(fmt(x) for x in r['rounds'])} | "
+              f"{r['rps'] / fpm['rps']:.2f}× | {fmt(r['cpu_us'])} | {fpm['cpu_us'] / r['cpu_us']:.2f}× | "
+              f"{fmt(split.get('php_us', 0))} | {fmt(split.get('server_us', 0))} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} |")
+    w("")
+    zts = classic["zts"]
+    w("ZTS alone: the same CPU-bound script (tests/bench/apps/cpu/cpu.php: calls, arrays, strings, objects; "
+      "no OPcache) run by php_worker's PHP 8.2 (`caddy php-cli`) and Debian's NTS php8.2, seven interleaved runs:\n")
+    w("| PHP | median ms | runs |")
+    w("|---|---:|---|")
+    for name, t in zts.items():
+        w(f"| {name} | {t['median_ms']} | {' / '.join(str(x) for x in t['rounds'])} |")
+    w("")
+
+
 def write_results(results, elapsed):
     hello, boot, io, mem = results["hello"], results["boot"], results["io"], results["memory"]
     by = {r["server"]: r for r in hello["rows"]}
@@ -1678,6 +1917,14 @@ def write_results(results, elapsed):
         lf = next(r for r in lr if "php-fpm" in r["server"])
         w(f"- A Laravel 8 page through the `web` middleware, worker mode: **{lw['peak']['ok_rps'] / lf['peak']['ok_rps']:.1f}×** "
           f"php-fpm ({fmt(lw['peak']['ok_rps'])} vs {fmt(lf['peak']['ok_rps'])} req/s).")
+    if results.get("classic"):
+        pairs = []
+        for app in results["classic"]["apps"]:
+            pw = next(r for r in app["rows"] if r["server"].startswith("php_worker"))
+            fp = next(r for r in app["rows"] if "php-fpm" in r["server"])
+            pairs.append(f"{app['app']} **{pw['rps'] / fp['rps']:.2f}×**")
+        w(f"- Classic mode against php-fpm on the same PHP ({results['classic']['php']}), requests per second: "
+          + "; ".join(pairs) + ".")
     ratios = peer_ratios(results)
     if ratios:
         peer = (hello.get("frankenphp") or (results.get("laravel") or {}).get("frankenphp"))["name"]
@@ -1713,6 +1960,8 @@ def write_results(results, elapsed):
 
     if results.get("laravel"):
         write_laravel(w, results["laravel"])
+    if results.get("classic"):
+        write_classic(w, results["classic"])
 
     w("## 3. Framework boot cost (200 ms bootstrap)\n")
     w("Cold: 20 requests at concurrency 1 right after start. Warm: requests at concurrency 20 (1,000 for worker "
@@ -2177,7 +2426,7 @@ def write_chart(results):
 
 # ---- main ------------------------------------------------------------------------------
 
-WORKLOADS = ["hello", "laravel", "boot", "io", "memory", "stores", "uploads", "profiler", "processes"]
+WORKLOADS = ["hello", "laravel", "classic", "boot", "io", "memory", "stores", "uploads", "profiler", "processes"]
 
 
 class Quick:
@@ -2234,6 +2483,9 @@ def main():
     if "laravel" in selected:
         log("== Laravel page")
         results["laravel"] = workload_laravel(q, args.baseline, peer)
+    if "classic" in selected:
+        log("== classic mode against php-fpm on the same PHP")
+        results["classic"] = workload_classic(q)
     if peer:
         for what, a, b in peer_ratios(results):
             log(f"  php_worker / FrankenPHP, {what}: {a / b:.2f}× ({a:,.0f} vs {b:,.0f} req/s)")

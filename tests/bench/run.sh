@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark suite: php_worker against nginx + php-fpm and bare Caddy, on loopback.
-# Installs its peers from Debian (nginx, php8.2-fpm, PostgreSQL) and oha from crates.io.
+# Installs its peers from Debian (nginx, php8.2-fpm, PostgreSQL, MariaDB) and oha from crates.io.
 #
 #   tests/bench/run.sh           full run (about 15 minutes on 2 cores): writes
 #                                tests/bench/RESULTS.md and tests/bench/results.png
@@ -19,6 +19,13 @@ OHA_VERSION=1.16.0
 
 scripts/install-deps.sh --bench
 [ -x ./caddy ] && [ "${SKIP_BUILD:-}" = 1 ] || ./xcaddy.sh
+# The classic workload's php_worker on PHP 8.2, php-fpm's version (as tests/run.sh builds
+# it). The smoke pass (--quick) uses it when it is there, else ./caddy.
+if [[ " $* " != *" --quick "* ]] && { [ ! -x target/php-8.2/caddy ] || [ "${SKIP_BUILD:-}" != 1 ]; }; then
+	mkdir -p target/php-8.2
+	env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
+		CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
+fi
 source scripts/env.sh
 if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
 	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
