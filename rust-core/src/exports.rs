@@ -573,8 +573,8 @@ pub unsafe extern "C" fn php_worker_request_cancel(request: *mut RequestHandle) 
 /// and its DONE has not reached the host yet.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_request_client_gone(request: *mut RequestHandle) {
-    // SAFETY: the handle is the request's run state, alive per the contract.
     let mark = || {
+        // SAFETY: the handle is the request's run state, alive per the contract.
         if let Some(state) = unsafe { request.cast::<RunState>().as_ref() } {
             state.mark_client_gone();
         }

@@ -512,15 +512,21 @@ mod tests {
         assert_eq!(c.headers, vec![("Content-type".into(), "text/plain".into()), ("X-A".into(), "b".into())]);
     }
 
-    #[test]
-    fn the_last_call_becomes_a_completion_when_the_host_takes_them() {
+    /// A running GET request of a host that takes completions, and what the host's
+    /// cancel handle points at.
+    fn completing_request() -> (std::sync::Arc<crate::host::Host>, usize, std::sync::Arc<crate::request::RunState>, Box<Request>) {
         let host = crate::testing::completing_host();
         let handle = crate::testing::new_handle();
         let (block, spans) = crate::request::encode(&crate::request::tests::fields("GET", "/srv/a.php"), &[], b"");
         let r = Request::new(host.clone(), &block, &spans, 0, 0, 0, crate::abi::types::PHP_WORKER_REQUEST_BODY_COMPLETE, handle).unwrap();
-        // What the host's cancel handle points at.
         let state = r.run_state_ref();
         assert!(state.start());
+        (host, handle, state, r)
+    }
+
+    #[test]
+    fn the_last_call_becomes_a_completion_when_the_host_takes_them() {
+        let (host, handle, state, r) = completing_request();
         let mut ctx = RequestContext::new(r, Scratch::default(), Sink::Client);
         ctx.add_header(b"Content-Type: text/plain");
         ctx.headers_done(202);
@@ -547,12 +553,7 @@ mod tests {
     #[test]
     fn finishing_early_asks_the_host_nothing_and_reports_the_client_it_marked_gone() {
         for gone in [false, true] {
-            let host = crate::testing::completing_host();
-            let handle = crate::testing::new_handle();
-            let (block, spans) = crate::request::encode(&crate::request::tests::fields("GET", "/srv/a.php"), &[], b"");
-            let r = Request::new(host.clone(), &block, &spans, 0, 0, 0, crate::abi::types::PHP_WORKER_REQUEST_BODY_COMPLETE, handle).unwrap();
-            let state = r.run_state_ref();
-            assert!(state.start());
+            let (host, handle, state, r) = completing_request();
             if gone {
                 // What php_worker_request_client_gone() does from the host's thread.
                 state.mark_client_gone();
