@@ -140,6 +140,43 @@ def rss_mb(pids):
     return total / 2**20
 
 
+# ---- CPU split -------------------------------------------------------------------------
+
+# With enough CPUs (--cpu-split), the servers run on one set of CPUs and the bench itself,
+# with the load generator and the databases it starts, on the other: neither steals the
+# other's time, and a server's CPU per request is its own. None: everything shares.
+SERVER_CPUS = None
+
+
+def cpu_list(text):
+    """"0-3,8" -> [0, 1, 2, 3, 8]."""
+    cpus = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
+def cpu_split(spec, count=None):
+    """(server CPUs, generator CPUs) for --cpu-split: "auto" halves a machine of 8 CPUs
+    or more (and shares a smaller one: None), "off" shares, "S:G" names both lists."""
+    count = count or len(os.sched_getaffinity(0))
+    if spec == "off" or (spec == "auto" and count < 8):
+        return None
+    if spec == "auto":
+        cpus = sorted(os.sched_getaffinity(0))
+        return cpus[:count // 2], cpus[count // 2:]
+    server, _, generator = spec.partition(":")
+    server, generator = cpu_list(server), cpu_list(generator)
+    check(server and generator and not set(server) & set(generator), f"--cpu-split {spec}: two disjoint CPU lists")
+    return server, generator
+
+
+def on_server_cpus(cmd):
+    """cmd, run on the servers' CPUs when the bench splits them."""
+    return ["taskset", "-c", ",".join(map(str, SERVER_CPUS)), *cmd] if SERVER_CPUS else cmd
+
+
 # ---- servers -------------------------------------------------------------------------
 
 class Server:
@@ -263,8 +300,8 @@ class PhpWorker(Server):
         self.log_file = open(d / "caddy.log", "wb")
         env = dict(os.environ, PHP_WORKER_COUNT_CROSSINGS="1", XDG_CONFIG_HOME=str(d), XDG_DATA_HOME=str(d),
                    **{k: str(v) for k, v in self.env.items()})
-        self.proc = subprocess.Popen([str(self.binary), "run", "--config", str(d / "Caddyfile"), "--adapter",
-                                      "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
+        self.proc = subprocess.Popen(on_server_cpus([str(self.binary), "run", "--config", str(d / "Caddyfile"), "--adapter",
+                                      "caddyfile"]), stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
         wait_port(self.port, self.proc)
 
     def crossings(self):
@@ -291,7 +328,7 @@ class CaddyRespond(Server):
 	respond "Hello, world!"
 }}
 """)
-        self.proc = subprocess.Popen([str(CADDY), "run", "--config", str(d / "Caddyfile"), "--adapter", "caddyfile"],
+        self.proc = subprocess.Popen(on_server_cpus([str(CADDY), "run", "--config", str(d / "Caddyfile"), "--adapter", "caddyfile"]),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(d),
                                      env=dict(os.environ, XDG_CONFIG_HOME=str(d), XDG_DATA_HOME=str(d)))
         wait_port(self.port, self.proc)
@@ -363,14 +400,14 @@ http {{
 """)
         env = dict(os.environ, **{k: str(v) for k, v in self.env.items()})
         out = open(d / "fpm.out", "wb")
-        self.fpm = subprocess.Popen(["php-fpm8.2", "-R", "-F", "-y", str(d / "php-fpm.conf")],
+        self.fpm = subprocess.Popen(on_server_cpus(["php-fpm8.2", "-R", "-F", "-y", str(d / "php-fpm.conf")]),
                                     stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 20
         while not (d / "fpm.sock").exists():
             if time.time() > deadline or self.fpm.poll() is not None:
                 raise RuntimeError("php-fpm did not start: " + (d / "fpm.out").read_text(errors="replace"))
             time.sleep(0.05)
-        self.proc = subprocess.Popen(["nginx", "-c", str(d / "nginx.conf"), "-g", "daemon off;"],
+        self.proc = subprocess.Popen(on_server_cpus(["nginx", "-c", str(d / "nginx.conf"), "-g", "daemon off;"]),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port, self.proc)
 
@@ -434,8 +471,8 @@ class FrankenPhp(Server):
         self.log_file = open(d / "caddy.log", "wb")
         env = dict(os.environ, GODEBUG="cgocheck=0", XDG_CONFIG_HOME=str(d), XDG_DATA_HOME=str(d),
                    **{k: str(v) for k, v in self.env.items()})
-        self.proc = subprocess.Popen([self.peer["binary"], "run", "--config", str(d / "Caddyfile"), "--adapter",
-                                      "caddyfile"], stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
+        self.proc = subprocess.Popen(on_server_cpus([self.peer["binary"], "run", "--config", str(d / "Caddyfile"), "--adapter",
+                                      "caddyfile"]), stdout=self.log_file, stderr=subprocess.STDOUT, env=env, cwd=str(d))
         wait_port(self.port, self.proc)
         # Caddy may open the port before FrankenPHP's threads are up, and a request that
         # comes in between can wait forever (FrankenPHP 1.12.7; seen here with Laravel's
@@ -1895,10 +1932,17 @@ def write_results(results, elapsed):
     out = []
     w = out.append
     w("# php_worker benchmark results\n")
+    split = results.get("cpu_split")
+    if split:
+        sharing = (f"The servers run on CPUs {','.join(map(str, split[0]))}; the load generator (oha), the bench's "
+                   f"own clients and the databases on CPUs {','.join(map(str, split[1]))} (`--cpu-split`), on loopback; "
+                   "the server CPU time per request (from /proc) is the fairest comparison.\n")
+    else:
+        sharing = ("Servers, the databases and the load generator (oha) share these cores on loopback: the generator's "
+                   "CPU is not the servers', so absolute numbers are lower than on separate machines, and the server "
+                   "CPU time per request (from /proc) is the fairest comparison.\n")
     w(f"Run on {datetime.date.today().isoformat()} with `tests/bench/run.sh` ({elapsed / 60:.1f} minutes). "
-      f"Machine: {machine()}. Servers, PostgreSQL and the load generator (oha) share these cores on loopback: "
-      "the generator's CPU is not the servers', so absolute numbers are lower than on separate machines, and the "
-      "server CPU time per request (from /proc) is the fairest comparison.\n")
+      f"Machine: {machine()}. " + sharing)
     w("Versions: " + "; ".join(f"{k} {v}" if not v.startswith(k) else v for k, v in versions().items()) + ".\n")
     w("![results](results.png)\n")
 
@@ -2447,6 +2491,9 @@ def main():
                              "build-frankenphp.sh and frankenphp-<version>.tar.gz, built once against ./caddy's PHP "
                              "and cached in ~/.cache/php_worker/peer/ (when that fails, the bench says why and goes on "
                              "without FrankenPHP)")
+    parser.add_argument("--cpu-split", default="auto", metavar="auto|off|SERVER:GENERATOR",
+                        help="run the servers on some CPUs and the load generator (and databases) on the others: "
+                             "auto halves a machine of 8 CPUs or more; SERVER:GENERATOR names the lists (0-7:8-15)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite RESULTS.md and the chart from the last full run's .work/results.json")
     args = parser.parse_args()
@@ -2459,6 +2506,12 @@ def main():
         return 0
     q = Quick() if args.quick else None
     check(CADDY.exists(), "./caddy is missing: run ./xcaddy.sh")
+    global SERVER_CPUS
+    split = cpu_split(args.cpu_split)
+    if split:
+        SERVER_CPUS = split[0]
+        os.sched_setaffinity(0, split[1])  # oha, the bench's own clients and the databases inherit it
+        log(f"CPU split: servers on CPUs {','.join(map(str, split[0]))}, load generator on {','.join(map(str, split[1]))}")
     WORK.mkdir(parents=True, exist_ok=True)
     selected = args.only or WORKLOADS
     peer = None
@@ -2520,6 +2573,7 @@ def main():
         results["processes"] = workload_processes(q)
     elapsed = time.time() - started
     results["elapsed_s"] = elapsed
+    results["cpu_split"] = split
     # A quick pass keeps its own file: --report-only documents the last full run.
     if q:
         (WORK / "results-quick.json").write_text(json.dumps(results, indent=1, default=str))
