@@ -356,7 +356,6 @@ func (c *child) run(req *call) (any, error) {
 			return nil, err
 		}
 		c.engine.Store(e)
-		core.ReserveCallbackP(true)
 		return map[string]any{"pid": os.Getpid()}, nil
 	}
 	e := c.engine.Load()

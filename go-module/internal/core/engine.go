@@ -89,40 +89,15 @@ func countOut() {
 	}
 }
 
-// PHP threads hand responses to Go through callbacks, and each callback needs a P.
-// With GOMAXPROCS at the CPU count, the HTTP goroutines hold every P under load and a
-// callback waits for one (futex sleeps and wake-ups on both sides); one more P lets
-// callbacks through: +8 to +30% worker-mode hello-world throughput on 2 cores, as
-// measured. An explicit GOMAXPROCS environment variable is left alone.
-var extraP struct {
-	mu sync.Mutex
-	on bool
-}
-
-// ReserveCallbackP adds the extra P while an engine runs (on), and takes it back.
-func ReserveCallbackP(on bool) {
-	extraP.mu.Lock()
-	defer extraP.mu.Unlock()
-	if on == extraP.on || os.Getenv("GOMAXPROCS") != "" {
-		return
-	}
-	if on {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	} else {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - 1)
-	}
-	extraP.on = on
-}
-
-// CPUs is the number of CPUs Go schedules on, before the extra P.
+// CPUs is the number of CPUs Go schedules on (GOMAXPROCS), which thread counts default
+// from. php_worker leaves GOMAXPROCS at Go's default: PHP threads are not Go's, and with
+// PHP using the CPUs too, every P more means more Go threads spinning for work. One P
+// more than the CPUs, once worth up to 30% when every response came back through a
+// callback, now costs real pages 1 to 2% and classic hello world 4% (gaining 3% only on
+// hello world in worker mode), in interleaved rounds on 2 cores; a GOMAXPROCS
+// environment variable still sets it (docs/performance.md).
 func CPUs() int {
-	extraP.mu.Lock()
-	defer extraP.mu.Unlock()
-	n := runtime.GOMAXPROCS(0)
-	if extraP.on {
-		n--
-	}
-	return n
+	return runtime.GOMAXPROCS(0)
 }
 
 // coreError turns an error of the core into a Go error and frees it.

@@ -430,7 +430,6 @@ func (rt *Runtime) boot(p *Plan) error {
 	rt.pools, rt.settings, rt.procs = pools, p.Settings, procs
 	rt.setMaxStuck(p)
 	rt.engine.Store(&engineRef{e})
-	core.ReserveCallbackP(procs == 1) // child processes take the callbacks in a cluster
 	rt.Logger().Info("PHP engine started", zap.String("version", rt.version), zap.String("core", rt.coreID),
 		zap.String("php_version", core.PHPVersion()), zap.String("php_build", core.PHPBuild()),
 		zap.Any("settings", p.Settings), zap.Int("classic_threads", p.Classic), zap.Int("workers", len(pools)),
@@ -467,7 +466,6 @@ func (rt *Runtime) shutdownEngine(grace time.Duration) {
 	rt.notify()
 	e.Shutdown(grace)
 	rt.engine.Store(nil)
-	core.ReserveCallbackP(false)
 	fields := []zap.Field{zap.String("core", rt.coreID)}
 	if in, out, ok := core.Crossings(); ok {
 		fields = append(fields, zap.Int64("calls_into_core", in), zap.Int64("callbacks_from_core", out))
