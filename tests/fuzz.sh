@@ -51,18 +51,19 @@ failed=0
 for entry in "${targets[@]}"; do
 	pkg=${entry%%:*} target=${entry##*:}
 	echo "== $target in $pkg ($fuzz_time)"
-	status=0
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" "$pkg" 2>&1 | tee "$log" || status=$?
 	# Go 1.26's fuzz coordinator can fail a target at the -fuzztime boundary with a bare
 	# "context deadline exceeded" when a worker is mid-input as time runs out (on a
-	# loaded machine mostly; fixed in Go 1.27): no input failed and none was written. Run
-	# such a target once more; a real failure names its input, and is never retried.
-	if [ "$status" -ne 0 ] && grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log" \
-		&& ! grep -Eq '^\s+(panic|.*_test\.go:[0-9]+:)' "$log"; then
-		echo "== $target: Go's fuzz deadline race (no failing input): once more"
+	# loaded machine mostly; fixed in Go 1.27): no input failed and none was written. Such
+	# a target runs once more; a real failure names its input, and is never retried.
+	for attempt in 1 2; do
 		status=0
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" "$pkg" 2>&1 | tee "$log" || status=$?
-	fi
+		if [ "$status" -eq 0 ] || [ "$attempt" -eq 2 ] || ! grep -q 'context deadline exceeded' "$log" \
+			|| grep -q 'Failing input written' "$log" || grep -Eq '^\s+(panic|.*_test\.go:[0-9]+:)' "$log"; then
+			break
+		fi
+		echo "== $target: Go's fuzz deadline race (no failing input): once more"
+	done
 	execs=$(grep -o 'fuzz: elapsed: [^,]*, execs: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*$' || true)
 	if [ "$status" -ne 0 ]; then
 		failed=1
