@@ -1906,7 +1906,7 @@ def write_classic(w, classic):
     w("| page | server | req/s (median) | rounds | × php-fpm | CPU µs per request | × php-fpm (CPU) | PHP side µs | HTTP side µs | p50 ms | p99 ms |")
     w("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for app in classic["apps"]:
-        fpm = next(r for r in app["rows"] if "php-fpm" in r["server"])
+        _, fpm = classic_pair(app)
         for r in app["rows"]:
             split = r.get("split") or {}
             w(f"| {app['app']} | {r['server']} | {fmt(r['rps'])} | {' / '.join(fmt(x) for x in r['rounds'])} | "
@@ -2294,7 +2294,7 @@ def targets(results):
         row("worker hello ≥ 70% of bare Caddy", f"{100 * y:.0f}%", y >= 0.7)
     # Classic mode against php-fpm on the same PHP, and worker hello kept ahead of FrankenPHP
     # and close to bare Caddy while classic mode catches up.
-    for app, rps, cpu in classic_ratios(results):
+    for app, rps, cpu, _ in classic_ratios(results):
         row(f"classic {app} ≥ 1.0× php-fpm on the same PHP (req/s, CPU per request)",
             f"{rps:.2f}×, {cpu:.2f}×", rps >= 1 and cpu >= 1)
     if "hello world in worker mode" in ratios:
@@ -2308,53 +2308,55 @@ def targets(results):
     return "\n".join(lines) + "\n"
 
 
+def classic_pair(app):
+    """php_worker's row and php-fpm's of one page of the classic workload."""
+    return (next(r for r in app["rows"] if r["server"].startswith("php_worker")),
+            next(r for r in app["rows"] if "php-fpm" in r["server"]))
+
+
 def classic_ratios(results):
-    """(page, php_worker/php-fpm requests per second, php-fpm/php_worker CPU per request)
-    for the real apps of the classic workload (hello world has its own targets)."""
+    """(page, php_worker/php-fpm requests per second, php-fpm/php_worker CPU per request,
+    its pair of rows) for the real apps of the classic workload (hello world has its own
+    targets)."""
     out = []
     for app in (results.get("classic") or {}).get("apps", []):
-        if app["app"] == "hello world":
-            continue
-        ours = next(r for r in app["rows"] if r["server"].startswith("php_worker"))
-        fpm = next(r for r in app["rows"] if "php-fpm" in r["server"])
-        out.append((app["app"], ours["rps"] / fpm["rps"], fpm["cpu_us"] / ours["cpu_us"]))
+        if app["app"] != "hello world":
+            ours, fpm = classic_pair(app)
+            out.append((app["app"], ours["rps"] / fpm["rps"], fpm["cpu_us"] / ours["cpu_us"], (ours, fpm)))
     return out
 
 
 def classic_vs_fpm(results, out):
     """Why classic mode misses php-fpm on a real app, when it does: the CPU per request
     split into PHP threads and the HTTP side, and ZTS alone."""
-    classic = results.get("classic") or {}
-    missed = [(app, rps, cpu) for app, rps, cpu in classic_ratios(results) if rps < 1 or cpu < 1]
+    pages = classic_ratios(results)
+    missed = [(app, rps, cpu) for app, rps, cpu, _ in pages if rps < 1 or cpu < 1]
     if not missed:
         return
-    parts, shares = [], []
-    for app in classic["apps"]:
-        ours = next(r for r in app["rows"] if r["server"].startswith("php_worker"))
-        fpm = next(r for r in app["rows"] if "php-fpm" in r["server"])
+    parts, php_gaps, shares = [], [], []
+    for app, _, _, (ours, fpm) in pages:
         a, b = ours.get("split"), fpm.get("split")
-        if app["app"] != "hello world" and a and b:
-            parts.append(f"{app['app']}: PHP side {a['php_us']:,.0f} against {b['php_us']:,.0f} µs, HTTP side "
+        if a and b:
+            parts.append(f"{app}: PHP side {a['php_us']:,.0f} against {b['php_us']:,.0f} µs, HTTP side "
                          f"{a['server_us']:,.0f} against {b['server_us']:,.0f} µs")
+            php_gaps.append(100 * (a["php_us"] / b["php_us"] - 1))
             shares.append(100 * a["server_us"] / a["cpu_us"])
-    zts = list((classic.get("zts") or {}).values())
     text = ("**Classic mode vs php-fpm on the same PHP: "
             + "; ".join(f"{app} {rps:.2f}× (CPU {cpu:.2f}×)" for app, rps, cpu in missed) + ", short of 1.0×.** ")
     if parts:
-        text += "Per request, php_worker against nginx + php-fpm: " + "; ".join(parts) + ". "
+        text += ("Per request, php_worker against nginx + php-fpm: " + "; ".join(parts) + f". PHP's own side differs by "
+                 f"{min(php_gaps):+.0f} to {max(php_gaps):+.0f}% between the two servers in this run. ")
+    zts = list((results["classic"].get("zts") or {}).values())
     if len(zts) == 2:
         z, n = zts[0]["median_ms"], zts[1]["median_ms"]
         text += (f"ZTS alone {'costs nothing measurable' if z <= n * 1.03 else f'costs {100 * (z / n - 1):.0f}%'} "
                  f"({z} against {n} ms on the CPU-bound script). ")
-    text += ("PHP runs these pages at about the same cost in both servers; what php_worker spends more is its HTTP "
-             "side, Caddy's net/http and Go's scheduler against nginx's event loop. Counted per request on the "
-             "Laravel page (perf), Caddy's side makes 8.8 context switches against nginx's 2.9: Go parks and wakes "
-             "its threads (5.8 futex calls), polls the network (4.8 epoll waits) and its sysmon thread wakes 3 "
-             "times. PHP's allocator is not part of the gap "
-             "(docs/performance.md). ")
+    text += ("What php_worker spends more on every page is its HTTP side, Caddy's net/http and Go's scheduler against "
+             "nginx's event loop: Go parks and wakes its threads and polls the network several times per request "
+             "(the counts, and the allocators measured, are in docs/performance.md). ")
     if shares:
         text += (f"The HTTP side is {min(shares):.0f} to {max(shares):.0f}% of php_worker's CPU on these pages, so "
-                 "the ratios move a few per cent either side of 1.0× from run to run (docs/performance.md).")
+                 "the ratios move a few per cent either side of 1.0× from run to run.")
     out.append(text)
 
 
