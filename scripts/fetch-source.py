@@ -26,11 +26,18 @@ file it needs downloads and matches its checksum.
 
 The private apt state (lists, no packages installed) lives in $PHP_WORKER_CACHE/apt
 (default ~/.cache/php_worker/apt) and is refreshed when older than a day.
+
+What it found is kept beside the source, in DEST/<PACKAGE>-<upstream>/.fetch-report.json:
+the day it read the indexes, every version they list (after the filters above), the one
+taken, and the listed ones that did not download. scripts/php-currency.py reads it to say
+whether a PHP build is the newest release of its branch.
 """
 
 import argparse
+import datetime
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -59,8 +66,10 @@ def cache_root():
     return os.environ.get("PHP_WORKER_CACHE") or os.path.expanduser("~/.cache/php_worker")
 
 
-def apt_state(suites):
-    """The apt options of a private state that reads only the given suites' Sources."""
+def apt_state(suites, soft=False):
+    """The apt options of a private state that reads only the given suites' Sources.
+    soft: a refresh that fails (no network) leaves the lists as they were, with a line on
+    stderr, instead of failing; the next call tries again."""
     root = os.path.join(cache_root(), "apt", suites)
     lists = os.path.join(root, "lists")
     os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
@@ -80,9 +89,22 @@ def apt_state(suites):
     stamp = os.path.join(root, ".updated")
     if not os.path.exists(stamp) or time.time() - os.path.getmtime(stamp) > 86400:
         log(f"reading the {suites} source indexes")
-        subprocess.run(["apt-get", "-qq", *opts, "update"], check=True, stdout=sys.stderr)
+        timeout = ["-oAcquire::http::Timeout=10", "-oAcquire::Retries=0"] if soft else []
+        done = subprocess.run(["apt-get", "-qq", *opts, *timeout, "update"], check=not soft, stdout=sys.stderr)
+        if done.returncode != 0:
+            when = time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(stamp))) if os.path.exists(stamp) else "never"
+            log(f"could not refresh the {suites} source indexes; using those last read ({when})")
+            return opts
         open(stamp, "w").close()
     return opts
+
+
+def indexes_read_on(suites):
+    """The day (YYYY-MM-DD, UTC) the private apt state last read the suites' indexes, or None."""
+    stamp = os.path.join(cache_root(), "apt", suites, ".updated")
+    if not os.path.exists(stamp):
+        return None
+    return time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(stamp)))
 
 
 def index_records(package, opts):
@@ -204,6 +226,85 @@ def finish(work, sub, package, version, dest):
     return final
 
 
+def upstream_key(version):
+    """The sort key of an upstream version ("8.4.27")."""
+    return version_key(upstream_of(version))
+
+
+def choose(candidates, attempt, package=""):
+    """Tries candidates, (version, directory, {file: sha256}) newest first, with
+    attempt(candidate), which returns the unpacked directory or None. Returns (directory,
+    version, unfetched): the first that downloads (None, None when none does), and the
+    listed versions tried before it that did not download (a guessed version, with no
+    files, is no news: it fails quietly)."""
+    unfetched = []
+    for candidate in candidates:
+        got = attempt(candidate)
+        if got:
+            return got, candidate[0], unfetched
+        if candidate[2]:
+            log(f"{package} {candidate[0]} is listed but does not download, trying the next")
+            unfetched.append(candidate[0])
+    return None, None, unfetched
+
+
+def newer_upstreams(versions, than):
+    """The upstream versions among Debian versions that are above the upstream version
+    than ("8.4.24"), once each, oldest first."""
+    return sorted({upstream_of(v) for v in versions if upstream_key(v) > version_key(than)}, key=version_key)
+
+
+REPORT = ".fetch-report.json"
+
+
+def write_report(directory, report):
+    """Keeps report in directory/.fetch-report.json (replaced whole: readers never see half)."""
+    tmp = os.path.join(directory, REPORT + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, os.path.join(directory, REPORT))
+
+
+def read_report(directory):
+    """The report kept beside an unpacked source, or {} when there is none."""
+    try:
+        with open(os.path.join(directory, REPORT)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def fetch(package, records, dest, upstream_only=False, probe=0, suites=""):
+    """Unpacks the newest version of package that downloads, from the index records
+    (version, directory, files) and (probe N) guesses below them, into dest; keeps the
+    report beside it. Returns the directory, or None."""
+    seen, candidates = set(), []
+    for r in sorted(records, key=lambda r: version_key(r[0]), reverse=True) + probes(records, probe):
+        if r[0] not in seen:
+            seen.add(r[0])
+            candidates.append(r)
+
+    def attempt(candidate):
+        version, directory, files = candidate
+        return try_version(package, os.path.basename(directory) or package, version, directory, files, dest, upstream_only)
+
+    got, version, unfetched = choose(candidates, attempt, package)
+    if not got:
+        return None
+    log(f"{package} {version}")
+    newer = newer_upstreams(unfetched, upstream_of(version))
+    if newer:
+        log(f"{package}: took {upstream_of(version)}; the indexes list {', '.join(newer)}, which did not download")
+    write_report(got, {
+        "package": package, "suites": suites, "taken": version,
+        "checked": indexes_read_on(suites) or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "listed": sorted((r[0] for r in records), key=version_key, reverse=True),
+        "unfetched": unfetched,
+    })
+    return got
+
+
 def probes(records, count):
     """Versions below the newest listed upstream, as Debian would have named them."""
     if not records or count <= 0:
@@ -254,19 +355,10 @@ def main():
     if not records:
         log(f"no {args.package} source in the {args.suites} indexes")
         sys.exit(1)
-    seen, candidates = set(), []
-    for r in sorted(records, key=lambda r: version_key(r[0]), reverse=True) + probes(records, args.probe):
-        if r[0] not in seen:
-            seen.add(r[0])
-            candidates.append(r)
-    for version, directory, files in candidates:
-        got = try_version(args.package, os.path.basename(directory) or args.package, version, directory, files, args.dest, args.upstream_only)
-        if got:
-            log(f"{args.package} {version}")
-            print(got)
-            return
-        if files:  # a listed version: say it; guesses fail quietly
-            log(f"{args.package} {version} is listed but does not download, trying the next")
+    got = fetch(args.package, records, args.dest, args.upstream_only, args.probe, args.suites)
+    if got:
+        print(got)
+        return
     log(f"no version of {args.package} could be fetched")
     sys.exit(1)
 
