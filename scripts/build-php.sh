@@ -15,6 +15,8 @@
 #   PHP_WORKER_PHP_MARCH=x86-64-v2 scripts/build-php.sh    for a higher CPU level (cached apart)
 #   PHP_WORKER_TARGET=arm64 scripts/build-php.sh           PHP 8.4 for aarch64, cross-built (cached apart;
 #                                                          see scripts/build-arm64.sh)
+#   PHP_WORKER_REQUIRE_CURRENT_PHP=1 scripts/build-php.sh  fails, instead of warning, when PHP is
+#                                                          not current (see below)
 #
 # Sources: PHP 8.2 is Debian 12's php8.2; PHP 8.4 is php8.4 from Debian 13 and sid, read
 # through a private apt state (scripts/fetch-source.py: sources only, nothing installed).
@@ -30,6 +32,14 @@
 # The cache directory is named after the PHP minor version, the variant and a hash of the
 # configure flags, the extension list, the patches and recipe_version, so changing any of
 # them builds a new PHP next to the old one; the exact PHP version is in <prefix>/.version.
+#
+# Whether that PHP is current, the newest release of its branch that Debian lists, of a
+# branch PHP still supports, is checked at every run, cached build or not
+# (scripts/php-currency.py, against indexes read at most a day ago and the dates of
+# go-module/php-eol.txt): a listed release the build does not have, or a branch past its
+# end of life, makes a warning on stderr, and what was found is kept in <prefix>/.currency,
+# which xcaddy.sh stamps into the binary. PHP_WORKER_REQUIRE_CURRENT_PHP=1 makes either a
+# failure (before building, for a new build), for release pipelines.
 # Progress goes to stderr; stdout carries only the php-config path.
 set -euo pipefail
 
@@ -233,8 +243,16 @@ build_key=$(
 )
 prefix="$cache_root/php-$PHP_VERSION-zts$variant-$build_key"
 
+# Says whether the PHP of the arguments (--prefix of a build, or --version and --source
+# before building) is current; fails when it is not and PHP_WORKER_REQUIRE_CURRENT_PHP is set.
+php_currency() {
+	python3 "$scripts/php-currency.py" check --log-name build-php --package "php$PHP_VERSION" \
+		--suites "${php_fetch[0]}" --branch "$PHP_VERSION" "$@"
+}
+
 if [ -f "$prefix/.complete" ]; then
 	check_php "$prefix/bin/php-config" || exit 1
+	php_currency --prefix "$prefix" || exit 1
 	echo "$prefix/bin/php-config"
 	exit 0
 fi
@@ -251,6 +269,7 @@ mkdir -p "$cache_root/src"
 exec 9>"$cache_root/.lock-$PHP_VERSION$variant"
 flock 9
 if [ -f "$prefix/.complete" ]; then
+	php_currency --prefix "$prefix" || exit 1
 	echo "$prefix/bin/php-config"
 	exit 0
 fi
@@ -317,6 +336,11 @@ pgo_train() {
 }
 
 upstream=$(cat "$srcdir/.debian-version"); upstream=${upstream%%-*}
+# A release pipeline learns that PHP is behind now, not after the build (which says it).
+case ${PHP_WORKER_REQUIRE_CURRENT_PHP:-0} in
+0 | "") ;;
+*) php_currency --version "$upstream" --source "$srcdir" || exit 1 ;;
+esac
 build="$cache_root/build-$PHP_VERSION$variant-$build_key"
 log "building PHP $upstream (ZTS, embed${variant:+, $variant}) with ${#pecl[@]} PECL extensions into $prefix; this takes several minutes"
 
@@ -422,4 +446,5 @@ touch "$prefix/.complete"
 cd /
 rm -rf "$build"
 log "done: PHP $upstream"
+php_currency --prefix "$prefix" --source "$srcdir" || exit 1
 echo "$prefix/bin/php-config"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test, on PHP 8.4 (the default build): rust-core's unit
-# tests (property tests included) and header check, the Go module's unit tests and fuzz
-# targets, the end-to-end suite against the built ./caddy, a quick pass of the benchmark
-# suite as a smoke check, and the install test: the portable binary and the .deb in a
-# clean Debian root (tests/install/clean-root.sh), and the OCI image run as a container
-# would run it (tests/install/image.sh).
+# Builds everything and runs every test, on PHP 8.4 (the default build): the build
+# scripts' unit tests (tests/scripts), rust-core's unit tests (property tests included)
+# and header check, the Go module's unit tests and fuzz targets, the end-to-end suite
+# against the built ./caddy, a quick pass of the benchmark suite as a smoke check, and the
+# install test: the portable binary and the .deb in a clean Debian root
+# (tests/install/clean-root.sh), and the OCI image run as a container would run it
+# (tests/install/image.sh).
 #
-# Then on PHP 8.2, built apart (target/php-8.2/caddy): the fault, survival, worker,
+# Then on PHP 8.2, built apart (target/php-8.2/caddy): the security, fault, survival, worker,
 # reload, processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
 #   tests/run.sh                 everything
@@ -34,6 +35,11 @@ if [ $# -gt 0 ]; then install_test=0; fi            # a selection of tests
 if [ "$(id -u)" != 0 ]; then install_test=0; fi     # the chroot needs root
 php82=${PHP_WORKER_PHP82:-1}
 if [ $# -gt 0 ]; then php82=0; fi
+
+# Before 15 minutes of building: how the build picks PHP's source and what it says when
+# PHP is behind (fake indexes, a fake mirror and a fake clock; no network).
+stage "build scripts: fetch-source.py's choice, php-currency.py's warnings (tests/scripts)"
+python3 -m unittest discover -s tests/scripts
 
 # PHP 8.4, PHP 8.2 and the portable binary's libraries side by side: each build has long
 # stretches on one core (configure scripts), so together they take about half the time
@@ -78,6 +84,8 @@ python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet py
 python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install --quiet opentelemetry-proto==1.45.2
 # The HTTP/3 tests' client (Debian's curl has no HTTP/3).
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
+# The security suite's HTTP/2 client, which can send a header block no browser would.
+python3 -c 'import h2' 2>/dev/null || python3 -m pip install --quiet h2==4.2.0
 # The Kubernetes manifests' test reads them with PyYAML.
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet PyYAML==6.0.3
 python3 -m pytest -q tests/e2e "$@"
@@ -104,7 +112,7 @@ mkdir -p target/php-8.2
 env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
 	CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
 [[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; exit 1; }
-stage "PHP 8.2: faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
-PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_faults.py tests/e2e/test_survival.py \
+stage "PHP 8.2: security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
+PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py tests/e2e/test_survival.py \
 	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py tests/e2e/test_cli.py \
 	tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py tests/e2e/test_profile.py
