@@ -8,6 +8,9 @@
 #   CADDY_OUTPUT=dir/caddy CARGO_TARGET_DIR=dir ./xcaddy.sh
 #                                    build elsewhere, leaving ./caddy and target/ alone
 #                                    (tests/run.sh builds its PHP 8.2 binary this way)
+#   PHP_WORKER_REQUIRE_CURRENT_PHP=1 ./xcaddy.sh
+#                                    fail unless PHP is current: the newest release of its
+#                                    branch Debian lists, of a supported branch (see below)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -36,11 +39,17 @@ core_id=$(sha256sum "$target_dir/release/libphp_worker.a" | cut -c1-16)
 echo "xcaddy.sh: building $output (Caddy $CADDY_VERSION, PHP $("$PHP_CONFIG" --version), core $core_id)"
 # OPcache and the developer extensions stay in the PHP build's extension_dir.
 ext_dir=$("$PHP_CONFIG" --extension-dir)
+# Whether PHP is current, as scripts/build-php.sh found (<prefix>/.currency): the newer
+# releases Debian lists and the day it looked are stamped into the binary, which reports
+# them (`caddy version`, a warning at start, the status page, php_worker_php_info). With
+# PHP_WORKER_REQUIRE_CURRENT_PHP=1, a PHP that is behind, past its end of life, or has no
+# record (one of your own) stops the build here, cached or not.
+currency=$(python3 scripts/php-currency.py ldflags --log-name xcaddy.sh --prefix "$PHP_PREFIX" --module "$MODULE")
 # PHP_WORKER_GO_PGO=on: Go's profile-guided optimisation, from the bench's workloads
 # (tests/bench/go-pgo.py). Off by default: the bench has not shown it pays yet.
 pgo=off
 [ "${PHP_WORKER_GO_PGO:-}" != on ] || pgo=$PWD/go-module/default.pgo
-XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id -X $MODULE.phpExtensionDir=$ext_dir' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
+XCADDY_GO_BUILD_FLAGS="-ldflags='-X $MODULE.coreBuildID=$core_id -X $MODULE.phpExtensionDir=$ext_dir $currency' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
 	xcaddy build "$CADDY_VERSION" --output "$output" --with "$MODULE@v$(cat VERSION)=./go-module"
 # Not a pipe into grep -q: grep exits at its match, and with pipefail the SIGPIPE that
 # caddy, still writing the modules listed after it, then gets would fail the build.

@@ -105,10 +105,13 @@ export CGO_LDFLAGS="-L$core_dir -L$prefix/lib -Wl,--export-dynamic -Wl,--start-g
 out=dist/php_worker$target_suffix
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/php_worker"
+# Whether PHP is current, stamped in as for ./xcaddy.sh (PHP_WORKER_REQUIRE_CURRENT_PHP=1
+# stops the build when it is not).
+currency=$(python3 scripts/php-currency.py ldflags --log-name build-portable --prefix "$prefix" --module "$MODULE")
 # Go's profile-guided optimisation with PHP_WORKER_GO_PGO=on, as for ./xcaddy.sh.
 pgo=off
 [ "${PHP_WORKER_GO_PGO:-}" != on ] || pgo=$PWD/go-module/default.pgo
-XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
+XCADDY_GO_BUILD_FLAGS="-ldflags='-s -w -X $MODULE.coreBuildID=$core_id -X $MODULE.portable=1 $currency' -tags=nobadger,nomysql,nopgx -pgo=$pgo" \
 	xcaddy build "$CADDY_VERSION" --output "$out/bin/caddy" --with "$MODULE@v$(cat VERSION)=./go-module"
 cp "$("$PHP_CONFIG" --extension-dir)"/*.so "$out/lib/php_worker/" # OPcache and the developer extensions
 # A cross build's libtool writes the sysroot's folders into OPcache's RUNPATH: a path of
