@@ -551,6 +551,7 @@ func (a *App) Start() error {
 	}
 	a.plan = p
 	a.rt.SetLogger(a.logger)
+	warnPHPCurrencyOnce(a.logger) // a PHP that is behind or past its end of life (phpcurrency.go)
 	if p.maxThreadsWhy != "" {
 		a.logger.Info("max_threads auto", zap.Int("max_threads", p.MaxThreads), zap.String("why", p.maxThreadsWhy))
 	}

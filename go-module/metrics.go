@@ -16,6 +16,7 @@ import (
 // collector exposes php_worker's metrics. It reads one snapshot of the engine per
 // scrape (one call into the core), so serving requests costs nothing extra.
 type collector struct {
+	phpInfo                                                       *prometheus.Desc
 	threads, busy, idle, maxThreads, queueDepth, queueWait        *prometheus.Desc
 	classicRequests, classicDuration                              *prometheus.Desc
 	workerThreads, workerReady, workerBusy, workerQueue           *prometheus.Desc
@@ -65,6 +66,9 @@ func newCollector(rt *phpruntime.Runtime) *collector {
 		opcacheHits:        d("opcache_hits_total", "Scripts OPcache served from its cache (since its last restart)."),
 		opcacheMisses:      d("opcache_misses_total", "Scripts OPcache had to compile (since its last restart)."),
 		opcacheScripts:     d("opcache_cached_scripts", "Scripts in OPcache's cache."),
+		phpInfo: d("php_info", "The linked PHP (1): its version, the newest release of its branch Debian listed when the binary was built, "+
+			"whether that is this one (unknown: not checked), the branch's last day of security support and whether that has passed.",
+			"version", "newest_listed", "current", "eol", "supported"),
 		stuckThreads: d("stuck_threads",
 			"PHP threads whose request ran past its time limit plus timeout_grace and that are still blocked in a call."),
 		expiredRequests: d("expired_requests_total",
@@ -85,7 +89,7 @@ func newCollector(rt *phpruntime.Runtime) *collector {
 
 // Describe sends every metric's description.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
+	for _, d := range []*prometheus.Desc{c.phpInfo, c.threads, c.busy, c.idle, c.maxThreads, c.queueDepth, c.queueWait,
 		c.classicRequests, c.classicDuration, c.workerThreads, c.workerReady, c.workerBusy, c.workerQueue,
 		c.workerRequests, c.workerDuration, c.workerCrashes, c.workerRestarts,
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
@@ -99,6 +103,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads one snapshot and sends the metrics. Without a running engine it sends
 // only the gauges, at zero.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.phpInfo, prometheus.GaugeValue, 1, phpInfoLabels(currentPHP())...)
 	s, err := c.rt.Stats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.threads, err)

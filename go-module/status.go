@@ -41,7 +41,8 @@ var statusPage []byte
 //	}
 //
 // The page's data comes from the same URL: ?data=threads is /php_worker/threads (the
-// engine's snapshot), ?data=schedules is /php_worker/schedules.
+// engine's snapshot), ?data=schedules is /php_worker/schedules, ?data=php says whether
+// the linked PHP is current (phpcurrency.go).
 type StatusHandler struct {
 	rt *phpruntime.Runtime
 }
@@ -85,8 +86,11 @@ func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 	case "schedules":
 		w.Header().Set("Content-Type", "application/json")
 		return json.NewEncoder(w).Encode(scheduleStates())
+	case "php":
+		w.Header().Set("Content-Type", "application/json")
+		return json.NewEncoder(w).Encode(currentPHP())
 	default:
-		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("unknown status data %q (threads or schedules)", data))
+		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("unknown status data %q (threads, schedules or php)", data))
 	}
 }
 

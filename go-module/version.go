@@ -22,10 +22,12 @@ func init() {
 	}
 }
 
-// versionLine says which php_worker this is, which PHP it carries and how that PHP was
-// built, for `caddy version`, `caddy php-cli -v` and the log at start.
+// versionLine says which php_worker this is, which PHP it carries, how that PHP was
+// built and whether it is current (phpcurrency.go), for `caddy version`, `caddy php-cli
+// -v` and the log at start.
 func versionLine() string {
-	return fmt.Sprintf("php_worker %s (core %s), PHP %s (%s)", moduleVersion(), coreBuildID, phpVersion(), phpBuild())
+	return fmt.Sprintf("php_worker %s (core %s), PHP %s (%s) %s", moduleVersion(), coreBuildID, phpVersion(), phpBuild(),
+		currentPHP().summary())
 }
 
 // moduleVersion is php_worker's version as Go's build info records it: the VERSION file,
