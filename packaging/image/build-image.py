@@ -42,11 +42,14 @@ PACKAGES = ["libc6", "libgcc-s1", "dash", "tzdata", "ca-certificates", "media-ty
 # What a server never reads: documentation, manuals, translations.
 DROPPED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/",
            "usr/share/bug/", "usr/share/bash-completion/")
+# The image's user binds 80 and 443 through the network namespace's
+# net.ipv4.ip_unprivileged_port_start=0 (Docker's default, the Kubernetes manifest's
+# sysctl), not a file capability: no file in the image carries one. A capability with the
+# effective bit makes execve fail with EPERM where the bounding set lacks it (`drop: ALL`,
+# `--cap-drop=ALL`), and makes every exec of the binary secure-exec (AT_SECURE): glibc
+# drops TMPDIR and the like, Go forces GOTRACEBACK=none, and the kernel clears the
+# parent-death signal of the `processes N` children. docs/container-image.md#ports-below-1024.
 USER, UID, GID = "php_worker", 1000, 1000
-# The image's user may bind 80 and 443: the binary carries CAP_NET_BIND_SERVICE as a file
-# capability (vfs_cap_data revision 2: magic and flags, then permitted and inheritable
-# for the low and high 32 capabilities; bit 10 is CAP_NET_BIND_SERVICE, effective set).
-CAP_NET_BIND_SERVICE = (0x02000001).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(4) + bytes(8)
 GO_ARCH = {"amd64": "amd64", "arm64": "arm64"}
 
 
@@ -81,11 +84,9 @@ class Tree:
         info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, gid, self.epoch
         self.add(info)
 
-    def file(self, path, data, mode=0o644, uid=0, gid=0, xattrs=None):
+    def file(self, path, data, mode=0o644, uid=0, gid=0):
         info = tarfile.TarInfo(path)
         info.size, info.mode, info.uid, info.gid, info.mtime = len(data), mode, uid, gid, self.epoch
-        if xattrs:
-            info.pax_headers = {f"SCHILY.xattr.{k}": v.decode("latin-1") for k, v in xattrs.items()}
         self.add(info, data)
 
     def link(self, path, target):
@@ -166,7 +167,7 @@ def base_files(tree, debs):
 
 def server_files(tree, dist, epoch):
     binary = (dist / "bin" / "caddy").read_bytes()
-    tree.file("usr/local/bin/php_worker", binary, 0o755, xattrs={"security.capability": CAP_NET_BIND_SERVICE})
+    tree.file("usr/local/bin/php_worker", binary, 0o755)
     # Invoked as php, the binary is PHP's command line (PHP_BINARY names the link).
     for name in ("caddy", "frankenphp", "php"):
         tree.link(f"usr/local/bin/{name}", "php_worker")
