@@ -269,12 +269,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	switch d.target {
 	case request.TargetRedirect:
-		to := r.URL.EscapedPath() + "/"
-		if r.URL.RawQuery != "" {
-			to += "?" + r.URL.RawQuery
-		}
 		// No body, as Caddy's redir and FrankenPHP's php_server answer.
-		w.Header().Set("Location", to)
+		w.Header().Set("Location", request.RedirectLocation(r.URL.Path, r.URL.RawQuery))
 		w.WriteHeader(http.StatusPermanentRedirect)
 		return nil
 	case request.TargetStatic:

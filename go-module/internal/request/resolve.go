@@ -4,6 +4,7 @@
 package request
 
 import (
+	"net/url"
 	"path"
 	"strings"
 	"syscall"
@@ -133,6 +134,24 @@ func (rs Resolver) Resolve(root, reqPath string) (Target, Script) {
 		}
 	}
 	return TargetNotFound, Script{}
+}
+
+// RedirectLocation is the Location of the redirect a directory's path without its
+// trailing slash gets (TargetRedirect): the path as Resolve cleaned it, escaped, with the
+// slash and the query. Never the path as the client wrote it: "//evil.example/%2e%2e/blog"
+// names the docroot's blog/ once cleaned, but echoed back it is a network-path reference
+// that a browser follows to another host. A cleaned path starts with exactly one slash,
+// and escaping turns a backslash (which browsers read as a slash) into %5C.
+func RedirectLocation(reqPath, rawQuery string) string {
+	p := caddyhttp.NormalizedPath("/"+strings.TrimLeft(reqPath, "/"), true)
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	loc := (&url.URL{Path: p}).EscapedPath()
+	if rawQuery != "" {
+		loc += "?" + rawQuery
+	}
+	return loc
 }
 
 // SplitPos returns the end of the first split extension in p that ends a path

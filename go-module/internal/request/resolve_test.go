@@ -171,3 +171,30 @@ func TestResolveIndexUnderASlashRoot(t *testing.T) {
 		}
 	}
 }
+
+// A directory's redirect names the path as resolved, never as the client wrote it: a
+// Location starting with two slashes (or a slash and a backslash) is a network-path
+// reference a browser follows to another host.
+func TestRedirectLocationStaysOnTheSite(t *testing.T) {
+	cases := []struct{ path, query, want string }{
+		{"/blog", "", "/blog/"},
+		{"/blog", "a=1&b=2", "/blog/?a=1&b=2"},
+		{"//evil.example/../blog", "", "/blog/"}, // GET //evil.example/%2e%2e/blog, or ..%2fblog
+		{"//evil.example/../blog", "x=1", "/blog/?x=1"},
+		{"///evil.example/../blog", "", "/blog/"},
+		{"//evil.example/..%2fblog", "", "/evil.example/..%252fblog/"}, // from ..%252fblog: a literal "%2f" in a name
+		{`/\evil.example/../blog`, "", "/blog/"},
+		{`/\evil.example`, "", "/%5Cevil.example/"},
+		{"/a b/ü", "", "/a%20b/%C3%BC/"},
+		{"blog", "", "/blog/"},
+	}
+	for _, c := range cases {
+		got := RedirectLocation(c.path, c.query)
+		if got != c.want {
+			t.Errorf("RedirectLocation(%q, %q) = %q, want %q", c.path, c.query, got, c.want)
+		}
+		if strings.HasPrefix(got, "//") || strings.HasPrefix(got, `/\`) || !strings.HasPrefix(got, "/") {
+			t.Errorf("RedirectLocation(%q) = %q leaves the site", c.path, got)
+		}
+	}
+}
