@@ -81,6 +81,7 @@ type Handler struct {
 	fileServer *fileserver.FileServer
 	env        [][2]string
 	root       string    // resolved root when Root has no placeholders
+	rootPrefix string    // else the literal start of Root, made absolute: roots stay under it
 	roots      *sync.Map // placeholder root -> resolved root, at most maxCachedRoots
 	rootsKept  *atomic.Int64
 }
@@ -160,6 +161,15 @@ func (h *Handler) setup(ctx caddy.Context, app *App) error {
 			return fmt.Errorf("root %q: %w", h.Root, err)
 		}
 		h.root = root
+	} else if literal := h.Root[:strings.IndexByte(h.Root, '{')]; literal != "" {
+		prefix, err := caddy.FastAbs(literal)
+		if err != nil {
+			return fmt.Errorf("root %q: %w", h.Root, err)
+		}
+		if strings.HasSuffix(literal, "/") && !strings.HasSuffix(prefix, "/") {
+			prefix += "/" // "/srv/{host}": a folder of /srv, never /srv itself
+		}
+		h.rootPrefix = prefix
 	}
 
 	base := h.root
@@ -220,13 +230,22 @@ func (h *Handler) absRoot(root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return h.resolveSymlinks(abs), nil
+}
+
+func (h *Handler) resolveSymlinks(abs string) string {
 	if *h.ResolveRootSymlink {
 		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
 			abs = resolved
 		}
 	}
-	return abs, nil
+	return abs
 }
+
+// errRootRefused says why a request's placeholders gave a document root it may not have.
+type errRootRefused string
+
+func (e errRootRefused) Error() string { return string(e) }
 
 // rootFor resolves the document root of a request, caching placeholder results.
 func (h *Handler) rootFor(repl *caddy.Replacer) (string, error) {
@@ -237,10 +256,20 @@ func (h *Handler) rootFor(repl *caddy.Replacer) (string, error) {
 	if v, ok := h.roots.Load(raw); ok {
 		return v.(string), nil
 	}
-	abs, err := h.absRoot(raw)
+	// A placeholder's value comes from the request ({query.tenant}, {host}): a NUL would
+	// cut the path where C reads it (the script PHP opens would not be the one checked
+	// here), and ".." or a slash could climb out of the folder the config names.
+	if strings.IndexByte(raw, 0) >= 0 {
+		return "", errRootRefused("the document root holds a NUL byte")
+	}
+	abs, err := caddy.FastAbs(raw)
 	if err != nil {
 		return "", err
 	}
+	if !strings.HasPrefix(abs, h.rootPrefix) {
+		return "", errRootRefused("the document root's placeholders lead out of " + h.rootPrefix)
+	}
+	abs = h.resolveSymlinks(abs)
 	if h.rootsKept.Load() < maxCachedRoots {
 		if _, loaded := h.roots.LoadOrStore(raw, abs); !loaded {
 			h.rootsKept.Add(1)
@@ -260,7 +289,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	h.site.WatchBody(w, r)
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	root, err := h.rootFor(repl)
-	if err != nil {
+	if refused, ok := err.(errRootRefused); ok {
+		return h.refuse(r, http.StatusBadRequest, string(refused))
+	} else if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	d, err := h.destination(r, root)
