@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,8 +151,8 @@ func phpBytes(v string) (uint64, bool) {
 	return n * mult, true
 }
 
-// machineMemory is the memory this process may use, in bytes: the cgroup (v2) limit
-// when there is one, else the machine's total; 0 when unknown.
+// machineMemory is the memory this process may use, in bytes: the machine's total, or
+// the tightest memory limit of the cgroups it is in, if lower; 0 when unknown.
 func machineMemory() uint64 {
 	total := uint64(0)
 	if f, err := os.Open("/proc/meminfo"); err == nil {
@@ -164,10 +167,54 @@ func machineMemory() uint64 {
 		}
 		f.Close()
 	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if limit, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && (total == 0 || limit < total) {
+	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if limit := cgroupMemoryLimit("/sys/fs/cgroup", string(self)); limit > 0 && (total == 0 || limit < total) {
 			total = limit
 		}
 	}
 	return total
+}
+
+// cgroupMemoryLimit is the tightest memory limit on the cgroups a process is in, given
+// its /proc/self/cgroup and where the cgroup filesystems are mounted (root); 0 for
+// none. A limit set on any ancestor binds too, so each cgroup's own file is read and
+// then its parents', up to the hierarchy's root:
+//   - cgroup v2 (the line "0::<path>"): <root>/<path>/memory.max, "max" for none;
+//   - cgroup v1 (the line naming the memory controller):
+//     <root>/memory/<path>/memory.limit_in_bytes, a huge number for none.
+//
+// A path that does not exist under the mount is skipped: a container without a cgroup
+// namespace sees its host's path in /proc/self/cgroup, but its own cgroup mounted as
+// the root, whose file the walk reaches at its end.
+func cgroupMemoryLimit(root, selfCgroup string) uint64 {
+	limit := uint64(0)
+	for _, line := range strings.Split(selfCgroup, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, file string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir, file = root, "memory.max"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			dir, file = filepath.Join(root, "memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for p := path.Clean("/" + parts[2]); ; p = path.Dir(p) {
+			b, err := os.ReadFile(filepath.Join(dir, p, file))
+			if err == nil {
+				v := strings.TrimSpace(string(b))
+				// v1 says "no limit" with the largest multiple of the page size.
+				if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 && n < 1<<62 && (limit == 0 || n < limit) {
+					limit = n
+				}
+			}
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return limit
 }
