@@ -28,6 +28,7 @@ type collector struct {
 	stuckThreads, expiredRequests                                 *prometheus.Desc
 	scheduleRuns, scheduleSeconds                                 *prometheus.Desc
 	processes, processCrashes                                     *prometheus.Desc
+	requestsWithdrawn                                             *prometheus.Desc
 
 	rt *phpruntime.Runtime // whose engine each scrape reads
 }
@@ -82,6 +83,9 @@ func newCollector(rt *phpruntime.Runtime) *collector {
 			"state"),
 		processCrashes: d("process_crashes_total",
 			"PHP child processes that died unasked (a fatal signal, a kill from outside, an exit); each was replaced."),
+		requestsWithdrawn: d("requests_withdrawn_total",
+			"Requests taken off a queue before any script ran for them, by reason: client_gone (the client closed the connection while the request waited for a PHP thread), max_wait_time.",
+			"reason"),
 		opcacheHoldsTimedOut: d("opcache_holds_timed_out_total",
 			"Times requests stopped waiting for an OPcache restart because a PHP thread stayed in a request; they ran uncached until it restarted."),
 	}
@@ -95,7 +99,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.responseBuffered, c.responseSpillFiles, c.responseSpills, c.requestBuffered, c.requestSpillFiles, c.requestSpills,
 		c.opcacheRestarts, c.opcachePending, c.opcacheHoldsTimedOut, c.stuckThreads, c.expiredRequests,
 		c.opcacheMemory, c.opcacheHits, c.opcacheMisses, c.opcacheScripts,
-		c.scheduleRuns, c.scheduleSeconds, c.processes, c.processCrashes} {
+		c.scheduleRuns, c.scheduleSeconds, c.processes, c.processCrashes, c.requestsWithdrawn} {
 		ch <- d
 	}
 }
@@ -147,6 +151,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.requestBuffered, float64(request.BodyBytesBuffered()))
 	gauge(c.requestSpillFiles, float64(request.BodySpillFiles()))
 	counter(c.requestSpills, request.BodySpills())
+	clientGone, maxWait := request.WithdrawnRequests()
+	counter(c.requestsWithdrawn, clientGone, "client_gone")
+	counter(c.requestsWithdrawn, maxWait, "max_wait_time")
 	counter(c.opcacheRestarts, s.Opcache.RestartsReset, "opcache_reset")
 	counter(c.opcacheRestarts, s.Opcache.RestartsOutOfMemory, "out_of_memory")
 	counter(c.opcacheRestarts, s.Opcache.RestartsKeyTableFull, "key_table_full")

@@ -374,10 +374,9 @@ func (pr *phpRequest) endReads(w http.ResponseWriter) {
 }
 
 // abandon stops the callbacks from touching the response (the request's context is
-// done). A request still queued is not withdrawn: received whole, it runs (a webhook
-// whose sender gave up, a beacon), and its script sees connection_aborted(), as under
-// php-fpm and FrankenPHP. True when the body stopped arriving before any response left:
-// the client is still there and gets a 408.
+// done) of a request that already runs (one still queued is withdrawn instead): its
+// script sees connection_aborted(), as under php-fpm and FrankenPHP. True when the body
+// stopped arriving before any response left: the client is still there and gets a 408.
 func (pr *phpRequest) abandon() bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -231,6 +232,16 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 				return nil
 			}
 		case <-r.Context().Done():
+			// A request still waiting for a PHP thread is withdrawn: nobody is there to
+			// read its answer, and a queue that runs what its senders abandoned lets
+			// anyone multiply the server's load for the price of opening a connection.
+			if pr.withdraw() {
+				withdrawnClientGone.Add(1)
+				tr.fail("the client left while the request waited for a PHP thread")
+				site.Logger.Info("client left while the request waited for a PHP thread; withdrawn, its script does not run",
+					zap.String("method", r.Method), zap.String("uri", r.RequestURI), zap.String("worker", route.Name))
+				return nil
+			}
 			// A read of the body in progress ends first: its error says whether the body
 			// stopped arriving (a 408) or the client left.
 			pr.endReads(w)
@@ -248,12 +259,22 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 				continue
 			}
 			if pr.withdraw() {
+				withdrawnMaxWait.Add(1)
 				tr.fail("no PHP thread became free within max_wait_time")
 				return site.unavailable(w, "no PHP thread became free within max_wait_time", time.Second)
 			}
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
+}
+
+// Requests withdrawn before a PHP thread took them, by reason.
+var withdrawnClientGone, withdrawnMaxWait atomic.Uint64
+
+// WithdrawnRequests is how many requests were withdrawn from a queue before any script
+// ran for them: their client left, or max_wait_time passed.
+func WithdrawnRequests() (clientGone, maxWaitTime uint64) {
+	return withdrawnClientGone.Load(), withdrawnMaxWait.Load()
 }
 
 // bodyError answers a request whose body did not arrive whole (see bodyErrorStatus).
