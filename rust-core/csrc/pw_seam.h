@@ -291,9 +291,9 @@ extern int64_t pw_shim_post_max_size(void);
 // installed its handlers.
 extern void pw_shim_crash_trail_install(void);
 
-// Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
-// SIGPIPE), names it `name` (or leaves it when NULL) and fills `slot`. Pair with
-// pw_shim_thread_shutdown on the same thread.
+// Gives the calling OS thread its own PHP context, blocks the host's signals on it
+// (pw_rs_block_host_signals), names it `name` (or leaves it when NULL) and fills
+// `slot`. Pair with pw_shim_thread_shutdown on the same thread.
 extern void pw_shim_thread_init(const char *name, pw_kill_slot *slot);
 
 // Frees the calling thread's PHP context; no request may be running on it.
@@ -334,6 +334,9 @@ extern int32_t pw_shim_post_deactivate(void);
 // The module's function table (a `zend_function_entry` array ended by an empty entry),
 // static in csrc/module.c: every PHP function the module adds, with its arginfo.
 extern const void *pw_shim_functions(void);
+
+// [`block_host_signals`] for C: csrc/thread.c, when a PHP thread starts.
+void pw_rs_block_host_signals(void);
 
 // Output of the script. Output outside a request (a worker booting) goes to the log.
 size_t pw_rs_ub_write(void *ctx, const char *s, size_t len, bool *aborted);

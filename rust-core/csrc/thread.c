@@ -1,6 +1,6 @@
 /*
- * A PHP thread's life: the PHP context a thread gets when it starts (with SIGPIPE
- * blocked, its name, and the slot other threads reach its script through, interrupt.c)
+ * A PHP thread's life: the PHP context a thread gets when it starts (with the host's
+ * signals blocked, its name, and the slot other threads reach its script through, interrupt.c)
  * and frees when it ends. C because the context is TSRM's and the slot points into
  * PHP's executor globals, which only PHP's macros reach. See shim.h.
  */
@@ -17,10 +17,7 @@
 
 void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pw_rs_block_host_signals(); /* the host's signals: src/host.rs says which */
 	if (name) {
 		pthread_setname_np(pthread_self(), name);
 	}

@@ -144,7 +144,12 @@ impl Host {
         match self.callbacks.respond {
             // SAFETY: the pointers in `response` are valid for the duration of the call,
             // which is all the contract of `respond` asks.
-            Some(respond) => unsafe { respond(handle, response) == 0 },
+            Some(respond) => {
+                // SAFETY: as above.
+                let gone = unsafe { respond(handle, response) };
+                block_host_signals();
+                gone == 0
+            }
             None => false,
         }
     }
@@ -158,6 +163,7 @@ impl Host {
         let read_body = self.callbacks.read_body?;
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call.
         let n = unsafe { read_body(handle, buf.as_mut_ptr(), buf.len()) };
+        block_host_signals();
         usize::try_from(n).ok().map(|n| n.min(buf.len()))
     }
 
@@ -176,6 +182,7 @@ impl Host {
             let fields = fields_json(fields);
             // SAFETY: `message` and `fields` are valid for the duration of the call.
             unsafe { log(handle, level as i32, message.as_ptr(), message.len(), fields.as_ptr(), fields.len()) };
+            block_host_signals();
         }
     }
 }
@@ -203,6 +210,62 @@ pub fn without_callbacks<T>(f: impl FnOnce() -> T) -> T {
 
 fn callbacks_refused() -> bool {
     NO_CALLBACKS.with(Cell::get)
+}
+
+/// The signals the host's runtime owns, which a thread running PHP blocks: those a
+/// process gets from outside or from its children (the kernel hands them to any thread
+/// that does not block them) and Go's preemption signal. On a PHP thread they would
+/// interrupt a blocking call (stream_select(), a database wait) with EINTR, and Go's
+/// handler re-raises one it does not watch for with its default action on a thread Go
+/// did not create: SIGALRM or SIGUSR2 would end the process. A script never receives a
+/// process signal (csrc/stop.c). Left alone: the synchronous faults (csrc/crash.c
+/// catches them) and the real-time signals (PHP's execution timer and the interrupt
+/// use them).
+const HOST_SIGNALS: [libc::c_int; 22] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGSTKFLT,
+    libc::SIGCHLD,
+    libc::SIGCONT,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGURG,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGWINCH,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
+/// Blocks the host's signals ([`HOST_SIGNALS`]) on the calling thread: when a thread
+/// that runs PHP starts, and again after each call into the host, since Go keeps its
+/// own signal mask on a foreign thread that called into it (it binds a Go M to the
+/// thread for the next calls).
+pub fn block_host_signals() {
+    // SAFETY: plain libc calls on a local sigset; changes only this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in HOST_SIGNALS {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// [`block_host_signals`] for C: csrc/thread.c, when a PHP thread starts.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_block_host_signals() {
+    block_host_signals();
 }
 
 thread_local! {

@@ -34,7 +34,7 @@ fn header_is_current() {
 fn seam_header_is_current() {
     check(
         "cbindgen-seam.toml",
-        &["src/php/sys.rs", "src/php/module.rs", "src/request/sapi.rs", "src/runtime/worker.rs", "src/runtime/background.rs", "src/runtime/task.rs", "src/runtime/env.rs", "src/runtime/opcache.rs", "src/runtime/sample.rs", "src/runtime/store.rs"],
+        &["src/php/sys.rs", "src/php/module.rs", "src/host.rs", "src/request/sapi.rs", "src/runtime/worker.rs", "src/runtime/background.rs", "src/runtime/task.rs", "src/runtime/env.rs", "src/runtime/opcache.rs", "src/runtime/sample.rs", "src/runtime/store.rs"],
         "csrc/pw_seam.h",
     );
 }

@@ -227,9 +227,9 @@ unsafe extern "C" {
     /// before (Go's). Once per process (later calls do nothing), after Go's runtime
     /// installed its handlers.
     pub fn pw_shim_crash_trail_install();
-    /// Gives the calling OS thread its own PHP context, blocks SIGPIPE on it (Go owns
-    /// SIGPIPE), names it `name` (or leaves it when NULL) and fills `slot`. Pair with
-    /// pw_shim_thread_shutdown on the same thread.
+    /// Gives the calling OS thread its own PHP context, blocks the host's signals on it
+    /// (pw_rs_block_host_signals), names it `name` (or leaves it when NULL) and fills
+    /// `slot`. Pair with pw_shim_thread_shutdown on the same thread.
     pub fn pw_shim_thread_init(name: *const c_char, slot: *mut KillSlot);
     /// Frees the calling thread's PHP context; no request may be running on it.
     pub fn pw_shim_thread_shutdown();

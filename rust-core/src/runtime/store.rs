@@ -134,6 +134,7 @@ fn call_remote(f: RemoteFn, op: u8, key: &[u8], kind: i32, integer: i64, ttl: i6
     // SAFETY: the callback's contract (php_worker_callbacks_t.shared_store): it reads
     // `request` for the call and writes a malloc'd reply, or returns -1.
     let rc = unsafe { f(request.as_ptr(), request.len(), &mut reply, &mut len) };
+    crate::host::block_host_signals();
     if rc != 0 || reply.is_null() {
         return None;
     }

@@ -415,7 +415,9 @@ fn start_main_thread(ini: CString, defaults: CString, host: Arc<Host>) -> Result
         .name("php-main".into())
         .stack_size(PHP_THREAD_STACK)
         .spawn(move || {
-            block_sigpipe();
+            // The host owns the process's signals (see os/signal, "Go programs that use
+            // cgo"); the threads PHP runs on leave them to it.
+            host::block_host_signals();
             host::attach_thread(Some(host.clone()));
             let module = crate::php::module::module_entry();
             let env = &host.process_env;
@@ -460,17 +462,6 @@ fn start_main_thread(ini: CString, defaults: CString, host: Arc<Host>) -> Result
     }
 }
 
-/// Go handles SIGPIPE for the process; a SIGPIPE delivered to a non-Go thread with no
-/// handler kills it. PHP threads block it (see os/signal, "Go programs that use cgo").
-fn block_sigpipe() {
-    // SAFETY: plain libc calls on a local sigset.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
 
 #[cfg(test)]
 mod tests;

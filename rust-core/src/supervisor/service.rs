@@ -48,7 +48,12 @@ impl<S: Copy + Send + 'static> Service<S> {
     pub fn start(name: &str, settings: S, body: impl FnOnce(Rounds<S>) + Send + 'static) -> std::io::Result<Service<S>> {
         let shared = Arc::new(Shared { state: Mutex::new((settings, false)), wake: Condvar::new() });
         let rounds = Rounds { shared: shared.clone() };
-        let handle = std::thread::Builder::new().name(name.into()).spawn(move || body(rounds))?;
+        let handle = std::thread::Builder::new().name(name.into()).spawn(move || {
+            // It calls into the host (its log) as PHP threads do: the host's signals are
+            // the host's threads' to take.
+            crate::host::block_host_signals();
+            body(rounds)
+        })?;
         Ok(Service { shared, handle: Some(handle) })
     }
 
