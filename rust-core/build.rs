@@ -56,7 +56,11 @@ fn main() {
         .extra_warnings(true)
         .flag("-Wno-unused-parameter")
         .flag("-Werror=implicit-function-declaration")
-        .flag("-Werror=incompatible-pointer-types");
+        .flag("-Werror=incompatible-pointer-types")
+        // As PHP's own thread-safe build compiles (with -pthread): some of its structs
+        // have fields only under _REENTRANT (php_basic_globals' mblen_state), and the
+        // shim must see them laid out as PHP does.
+        .define("_REENTRANT", None);
     for include in php_config("--includes").split_whitespace() {
         build.flag(include);
     }

@@ -477,6 +477,14 @@ bool pw_rs_env_get(void *ctx, const char *name, size_t len, const char **value, 
 // `setting` is valid for `len` bytes.
 void pw_rs_env_put(const char *setting, size_t len);
 
+// A worker script enters its loop: its putenv() calls so far are its own, and every
+// request starts from them (see csrc/worker_reset.c).
+void pw_rs_env_keep_baseline(void);
+
+// A worker request ended: its putenv() calls are undone, as PHP undoes a request's
+// at its end, back to what the script set before its loop.
+void pw_rs_env_back_to_baseline(void);
+
 // The whole environment as this thread sees it, valid until the next call on this
 // thread.
 //

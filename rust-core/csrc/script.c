@@ -74,6 +74,11 @@ pw_run_result pw_shim_run_script(const pw_shim_request *req, pw_run_mode mode, p
 		/* Shuts down whichever request is active: the script's own, or for a worker the
 		 * idle one, or the HTTP request a fatal error interrupted (which gets the rest of
 		 * the output). */
+		if (worker) {
+			/* Before the shutdown reads what the script changed at boot (its locale,
+			 * its umask) to put it back, as a classic request's end does. */
+			pw_worker_baseline_end(true);
+		}
 		pw_skip_body_drain();
 		php_request_shutdown(NULL);
 		/* A fatal error during request shutdown (in an output handler or a shutdown

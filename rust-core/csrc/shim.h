@@ -19,6 +19,8 @@
  *   functions.c       the PHP functions about the request, and getenv()/putenv() per thread
  *   worker.c          the worker loop: frankenphp_handle_request(), php_worker_handle_task()
  *   worker_request.c  the trimmed start and end of each request a worker script serves
+ *   worker_reset.c    what a worker request leaves in the engine and the extensions,
+ *                     put back before the next (and the worker's baseline)
  *   task.c            sending a task to a task worker: php_worker_task(), php_worker_tasks()
  *   store.c           the stores' PHP functions, and PHP values encoded for Rust
  *   opcache.c         OPcache's thread hook, forwarded to Rust; revalidation and samples
@@ -126,6 +128,21 @@ void pw_one_shot_ends(void);
  * worker script; false when PHP is unfit to go on with the script. */
 bool pw_worker_request_startup(const pw_shim_request *req);
 bool pw_worker_request_shutdown(void);
+
+/* worker_reset.c: a worker script's baseline (what it left before its first
+ * frankenphp_handle_request()) taken at that call, and freed before the script's final
+ * request shutdown (request_memory_alive: its references into the script's request
+ * memory are released) or after it, on the paths that skip that (they are only
+ * forgotten); the extensions' request hooks a worker request runs; putting the engine's
+ * and extensions' state back after each request (see the top of worker_reset.c). */
+void pw_worker_baseline_capture(void);
+void pw_worker_baseline_end(bool request_memory_alive);
+void pw_worker_reset_modules_startup(void);
+void pw_worker_reset_modules_shutdown(void);
+void pw_worker_reset_request_state(void);
+/* worker_reset.c: at engine start, a warning for each loaded extension with request
+ * hooks that worker mode does not know. */
+void pw_worker_reset_check(void);
 
 /* opcache.c: has OPcache drop every cached script whose file changed since it was
  * cached (every script when opcache.validate_timestamps is off); for the first boot of a

@@ -32,6 +32,7 @@ void pw_worker_script_begins(void)
 void pw_worker_script_ended(void)
 {
 	pw_in_boot_request = false;
+	pw_worker_baseline_end(false); /* after the script's request shutdown */
 }
 
 /* A worker script run as one request of its own (a debugger's or profiler's request):
@@ -153,6 +154,8 @@ static enum pw_next pw_worker_next(pw_shim_request *req)
 {
 	if (pw_in_boot_request) {
 		pw_in_boot_request = false;
+		/* What the script set so far is its own: each request's changes go back to it. */
+		pw_worker_baseline_capture();
 		if (!pw_worker_request_shutdown()) {
 			pw_report_pending_exception();
 			pw_abandon_script();

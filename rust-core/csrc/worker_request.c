@@ -16,86 +16,28 @@
 #include <php_main.h>
 #include <php_variables.h>
 #include <php_output.h>
-#include <ext/session/php_session.h>
 
 #include "shim.h"
 
-/* Modules whose per-request state lives past a worker request unless they run their
- * request shutdown and startup hooks around it. */
-static const char *const pw_request_modules[] = {"filter", "session", NULL};
-
-/* The user session save handler (session_set_save_handler()) outlives a worker's
- * request: the session's request shutdown frees it, as at the end of a php-fpm request,
- * but the worker code that set it (before the loop, or in an earlier request) does not
- * run again, and the next session_start() would fail ("Failed to initialize storage
- * module: user"). Its references are taken before and put back after; the request's
- * memory holds them either way, so a bailout in between loses nothing. */
-typedef struct {
-	__typeof__(PS(mod_user_names)) names; /* a struct of zvals on 8.4, an array before */
-	zend_string *class_name;
-} pw_session_handler;
-
-static void pw_session_handler_keep(pw_session_handler *kept)
+/* php://input's buffer (SG(request_info).request_body), which PHP frees only with the
+ * request's whole resource list: a worker's would pile up. Freed at the request's end
+ * unless something still holds it (the script exposed it, or keeps a php://input stream
+ * open, whose reads go to it). Other temporary streams are the script's own, held by
+ * its objects (an SplTempFileObject keeps its stream without a reference count), and
+ * are never touched. */
+static void pw_release_request_body(php_stream *body)
 {
-	memcpy(&kept->names, &PS(mod_user_names), sizeof(kept->names));
-	zval *z = (zval *)&kept->names;
-	for (size_t i = 0; i < sizeof(kept->names) / sizeof(zval); i++) {
-		Z_TRY_ADDREF(z[i]);
+	if (!body || !body->res || body->__exposed || GC_REFCOUNT(body->res) != 1) {
+		return;
 	}
-	kept->class_name = PS(mod_user_class_name) ? zend_string_copy(PS(mod_user_class_name)) : NULL;
-}
-
-static void pw_session_handler_restore(pw_session_handler *kept)
-{
-	zval *now = (zval *)&PS(mod_user_names);
-	for (size_t i = 0; i < sizeof(kept->names) / sizeof(zval); i++) {
-		zval_ptr_dtor(&now[i]); /* UNDEF after the shutdown, unless it set one anew */
-	}
-	memcpy(&PS(mod_user_names), &kept->names, sizeof(kept->names));
-	if (PS(mod_user_class_name)) {
-		zend_string_release(PS(mod_user_class_name));
-	}
-	PS(mod_user_class_name) = kept->class_name;
-}
-
-static void pw_modules_request_hook(bool startup)
-{
-	for (const char *const *name = pw_request_modules; *name; name++) {
-		zend_module_entry *module = zend_hash_str_find_ptr(&module_registry, *name, strlen(*name));
-		if (!module) {
-			continue;
-		}
-		if (startup && module->request_startup_func) {
-			module->request_startup_func(module->type, module->module_number);
-		} else if (!startup && module->request_shutdown_func) {
-			bool session = strcmp(*name, "session") == 0;
-			pw_session_handler kept;
-			if (session) {
-				pw_session_handler_keep(&kept);
-			}
-			module->request_shutdown_func(module->type, module->module_number);
-			if (session) {
-				pw_session_release_leaked();
-				pw_session_handler_restore(&kept);
-			}
-		}
-	}
-}
-
-/* Frees temporary streams nobody holds (php://input's buffer, for one), which would
- * otherwise pile up in a worker's resource list. */
-static void pw_release_temporary_streams(void)
-{
 	zend_resource *res;
-	int stream_type = php_file_le_stream();
 	ZEND_HASH_FOREACH_PTR(&EG(regular_list), res) {
-		if (res->type == stream_type) {
-			php_stream *stream = (php_stream *)res->ptr;
-			if (stream && stream->ops == &php_stream_temp_ops && !stream->__exposed && GC_REFCOUNT(res) == 1) {
-				zend_list_delete(res);
-			}
+		if (res->type == php_file_le_stream() && res->ptr && res->ptr != body &&
+		    strcmp(((php_stream *)res->ptr)->ops->label, "Input") == 0) {
+			return; /* a php://input stream: it reads the body through a plain pointer */
 		}
 	} ZEND_HASH_FOREACH_END();
+	zend_list_delete(body->res);
 }
 
 /* Gives the next request fresh superglobals; $_ENV keeps what the worker booted with. */
@@ -142,7 +84,6 @@ bool pw_worker_request_startup(const pw_shim_request *req)
 	volatile bool ok = true;
 	zend_try {
 		pw_fill_request_info(req);
-		pw_release_temporary_streams();
 		php_output_activate();
 		PG(header_is_being_sent) = 0;
 		PG(connection_status) = PHP_CONNECTION_NORMAL;
@@ -162,7 +103,7 @@ bool pw_worker_request_startup(const pw_shim_request *req)
 			php_output_set_implicit_flush(1);
 		}
 		pw_reset_superglobals();
-		pw_modules_request_hook(true);
+		pw_worker_reset_modules_startup();
 	} zend_catch {
 		ok = false;
 	} zend_end_try();
@@ -171,8 +112,9 @@ bool pw_worker_request_startup(const pw_shim_request *req)
 }
 
 /* php_request_shutdown() for one request of a worker: flush and send the response, end
- * the session, free what the request owned (uploaded files, php://input). Every step
- * runs even when one fails. False when one failed (see the top of this file). */
+ * the session, free what the request owned (uploaded files, php://input), and put back
+ * the engine's and the extensions' request state (worker_reset.c). Every step runs even
+ * when one fails. False when one failed (see the top of this file). */
 bool pw_worker_request_shutdown(void)
 {
 	volatile bool ok = true;
@@ -182,7 +124,7 @@ bool pw_worker_request_shutdown(void)
 		ok = false;
 	} zend_end_try();
 	zend_try {
-		pw_modules_request_hook(false);
+		pw_worker_reset_modules_shutdown();
 	} zend_catch {
 		ok = false;
 	} zend_end_try();
@@ -192,8 +134,15 @@ bool pw_worker_request_shutdown(void)
 		ok = false;
 	} zend_end_try();
 	pw_skip_body_drain();
+	php_stream *body = SG(request_info).request_body;
 	zend_try {
 		sapi_deactivate();
+	} zend_catch {
+		ok = false;
+	} zend_end_try();
+	zend_try {
+		pw_release_request_body(body);
+		pw_worker_reset_request_state();
 	} zend_catch {
 		ok = false;
 	} zend_end_try();

@@ -6,7 +6,8 @@
 //! own putenv() calls, the running request's configured env (its own pairs, then its
 //! worker pool's), then the process
 //! environment as it was when the engine started. A classic thread forgets its putenv()
-//! calls after each request; a worker thread when its script ends.
+//! calls after each request; a worker thread forgets those of each request at its end,
+//! and those its script made before its loop when the script ends.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
@@ -82,7 +83,25 @@ pub unsafe extern "C" fn pw_rs_env_put(setting: *const c_char, len: usize) {
             Some(eq) => (&setting[..eq], Some([&setting[eq + 1..], b"\0"].concat())),
             None => (setting, None),
         };
-        try_with_thread(|t| t.env.set.insert(name.to_vec(), value));
+        try_with_thread(|t| t.env.put(name.to_vec(), value));
+    })
+}
+
+/// A worker script enters its loop: its putenv() calls so far are its own, and every
+/// request starts from them (see csrc/worker_reset.c).
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_env_keep_baseline() {
+    guard((), || {
+        try_with_thread(|t| t.env.keep_baseline());
+    })
+}
+
+/// A worker request ended: its putenv() calls are undone, as PHP undoes a request's
+/// at its end, back to what the script set before its loop.
+#[unsafe(no_mangle)]
+pub extern "C" fn pw_rs_env_back_to_baseline() {
+    guard((), || {
+        try_with_thread(|t| t.env.back_to_baseline());
     })
 }
 

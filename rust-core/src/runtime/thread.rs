@@ -69,12 +69,39 @@ pub struct EnvOverrides {
     /// A value, or None for a name putenv() unset.
     pub(super) set: HashMap<Vec<u8>, Option<Vec<u8>>>,
     pub(super) merged: Strings,
+    /// In a worker's requests: the calls its script made before its loop, which each
+    /// request starts from.
+    baseline: Option<HashMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// A putenv() since the baseline was taken or put back.
+    changed: bool,
 }
 
 impl EnvOverrides {
-    /// Forgets the thread's putenv() calls.
+    /// Forgets the thread's putenv() calls, and a worker's baseline.
     pub fn reset(&mut self) {
         self.set.clear();
+        self.baseline = None;
+        self.changed = false;
+    }
+
+    /// Records putenv(name[=value]).
+    pub(super) fn put(&mut self, name: Vec<u8>, value: Option<Vec<u8>>) {
+        self.set.insert(name, value);
+        self.changed = true;
+    }
+
+    /// The calls so far are the worker script's own: requests start from them.
+    pub(super) fn keep_baseline(&mut self) {
+        self.baseline = Some(self.set.clone());
+        self.changed = false;
+    }
+
+    /// Drops what the request's putenv() calls did.
+    pub(super) fn back_to_baseline(&mut self) {
+        if let Some(baseline) = self.baseline.as_ref().filter(|_| self.changed) {
+            self.set = baseline.clone();
+            self.changed = false;
+        }
     }
 }
 
