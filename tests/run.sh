@@ -7,7 +7,7 @@
 # (tests/install/clean-root.sh), and the OCI image run as a container would run it
 # (tests/install/image.sh).
 #
-# Then on PHP 8.2, built apart (target/php-8.2/caddy): the fault, survival, worker,
+# Then on PHP 8.2, built apart (target/php-8.2/caddy): the security, fault, survival, worker,
 # reload, processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
 #   tests/run.sh                 everything
@@ -84,6 +84,8 @@ python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet py
 python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install --quiet opentelemetry-proto==1.45.2
 # The HTTP/3 tests' client (Debian's curl has no HTTP/3).
 python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
+# The security suite's HTTP/2 client, which can send a header block no browser would.
+python3 -c 'import h2' 2>/dev/null || python3 -m pip install --quiet h2==4.2.0
 # The Kubernetes manifests' test reads them with PyYAML.
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet PyYAML==6.0.3
 python3 -m pytest -q tests/e2e "$@"
@@ -110,7 +112,7 @@ mkdir -p target/php-8.2
 env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
 	CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
 [[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; exit 1; }
-stage "PHP 8.2: faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
-PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_faults.py tests/e2e/test_survival.py \
+stage "PHP 8.2: security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
+PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py tests/e2e/test_survival.py \
 	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py tests/e2e/test_cli.py \
 	tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py tests/e2e/test_profile.py
