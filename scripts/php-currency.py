@@ -61,15 +61,11 @@ def load_eol(path=EOL_TABLE):
     return table
 
 
-def branch_of(version):
-    return ".".join(version.split(".")[:2])
-
-
 def join(items):
     return ", ".join(items)
 
 
-# --- what is known: pure functions of their arguments (tests/scripts/test_currency.py) ---
+# --- what is known: pure functions of their arguments (tests/scripts/test_php_currency.py) ---
 
 def untried(version, listed, report):
     """The listed (version, directory, files) records above the embedded upstream version
