@@ -112,7 +112,7 @@ int pw_shim_engine_startup(const char *ini_entries, const char *ini_defaults, vo
 		xmlRelaxNGInitTypes();
 	}
 	pw_sapi_engine_started(env);
-	pw_worker_reset_check();
+	pw_worker_reset_engine_started();
 	return 0;
 }
 

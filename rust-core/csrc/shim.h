@@ -140,9 +140,9 @@ void pw_worker_baseline_end(bool request_memory_alive);
 void pw_worker_reset_modules_startup(void);
 void pw_worker_reset_modules_shutdown(void);
 void pw_worker_reset_request_state(void);
-/* worker_reset.c: at engine start, a warning for each loaded extension with request
- * hooks that worker mode does not know. */
-void pw_worker_reset_check(void);
+/* worker_reset.c: at engine start, on its main thread: learns the loaded extensions'
+ * request hooks, and warns about each one worker mode does not know. */
+void pw_worker_reset_engine_started(void);
 
 /* opcache.c: has OPcache drop every cached script whose file changed since it was
  * cached (every script when opcache.validate_timestamps is off); for the first boot of a

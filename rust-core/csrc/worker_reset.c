@@ -19,7 +19,8 @@
  *
  * pw_reset_modules is the table of every extension whose hooks PHP runs at a request's
  * end or start. An extension loaded that is not in it gets a warning at engine start
- * (pw_worker_reset_check): its request state would cross worker requests unseen.
+ * (pw_worker_reset_engine_started): its request state would cross worker requests
+ * unseen.
  *
  * Checks are cheap (pointer and flag comparisons); work is done only for state that
  * changed. C because the state lives in PHP's globals, reached through its macros, and
@@ -133,14 +134,31 @@ static const pw_reset_module *pw_reset_module_find(const char *name)
 	return NULL;
 }
 
-void pw_worker_reset_check(void)
+/* Learnt when the engine starts (pw_worker_reset_engine_started), on its main thread
+ * before any PHP thread runs, and read by every PHP thread after: the PW_HOOKS modules
+ * loaded, in registration order, and the globals ids of the extensions reset by hand
+ * whose headers do not export them. */
+#define PW_HOOK_MODULES_MAX 64
+static zend_module_entry *pw_hook_modules[PW_HOOK_MODULES_MAX];
+static size_t pw_hook_module_count;
+enum { PW_GLOBALS_DATE, PW_GLOBALS_MBSTRING, PW_GLOBALS_OPENSSL, PW_GLOBALS_MYSQLI, PW_GLOBALS_COUNT };
+static const char *const pw_globals_modules[PW_GLOBALS_COUNT] = {"date", "mbstring", "openssl", "mysqli"};
+static ts_rsrc_id pw_globals_ids[PW_GLOBALS_COUNT];
+static zend_module_entry *pw_mbstring_module; /* reset by hand with its own hooks */
+
+void pw_worker_reset_engine_started(void)
 {
+	pw_hook_module_count = 0;
 	zend_module_entry *module;
 	ZEND_HASH_MAP_FOREACH_PTR(&module_registry, module) {
 		if (!module->request_startup_func && !module->request_shutdown_func && !module->post_deactivate_func) {
 			continue;
 		}
-		if (pw_reset_module_find(module->name)) {
+		const pw_reset_module *known = pw_reset_module_find(module->name);
+		if (known) {
+			if (known->kind == PW_HOOKS && pw_hook_module_count < PW_HOOK_MODULES_MAX) {
+				pw_hook_modules[pw_hook_module_count++] = module;
+			}
 			continue;
 		}
 		char message[512];
@@ -151,17 +169,17 @@ void pw_worker_reset_check(void)
 		         module->name);
 		pw_rs_log(NULL, message, LOG_WARNING, NULL);
 	} ZEND_HASH_FOREACH_END();
+	for (int i = 0; i < PW_GLOBALS_COUNT; i++) {
+		module = zend_hash_str_find_ptr(&module_registry, pw_globals_modules[i], strlen(pw_globals_modules[i]));
+		pw_globals_ids[i] = module && module->globals_id_ptr ? *module->globals_id_ptr : 0;
+	}
+	pw_mbstring_module = zend_hash_str_find_ptr(&module_registry, ZEND_STRL("mbstring"));
 }
 
-/* This thread's globals of a module whose header does not export their id (date,
- * mbstring); NULL when it is not loaded. */
-static void *pw_module_globals(const char *name, size_t len)
+/* This thread's globals of one of pw_globals_modules; NULL when it is not loaded. */
+static void *pw_module_globals(int which)
 {
-	zend_module_entry *module = zend_hash_str_find_ptr(&module_registry, name, len);
-	if (!module || !module->globals_id_ptr) {
-		return NULL;
-	}
-	return TSRMG_BULK(*module->globals_id_ptr, void *);
+	return pw_globals_ids[which] ? TSRMG_BULK(pw_globals_ids[which], void *) : NULL;
 }
 
 /* The user session save handler (session_set_save_handler()) outlives a worker's
@@ -243,22 +261,18 @@ static void pw_hook_shutdown(zend_module_entry *module)
  * registration order, shutdown in reverse (output handlers stack as PHP stacks them). */
 static void pw_hooks_run(bool startup)
 {
-	zend_module_entry *module;
 	if (startup) {
-		ZEND_HASH_MAP_FOREACH_PTR(&module_registry, module) {
-			const pw_reset_module *m = pw_reset_module_find(module->name);
-			if (m && m->kind == PW_HOOKS && module->request_startup_func) {
+		for (size_t i = 0; i < pw_hook_module_count; i++) {
+			zend_module_entry *module = pw_hook_modules[i];
+			if (module->request_startup_func) {
 				module->request_startup_func(module->type, module->module_number);
 			}
-		} ZEND_HASH_FOREACH_END();
+		}
 		return;
 	}
-	ZEND_HASH_MAP_REVERSE_FOREACH_PTR(&module_registry, module) {
-		const pw_reset_module *m = pw_reset_module_find(module->name);
-		if (m && m->kind == PW_HOOKS) {
-			pw_hook_shutdown(module);
-		}
-	} ZEND_HASH_FOREACH_END();
+	for (size_t i = pw_hook_module_count; i-- > 0;) {
+		pw_hook_shutdown(pw_hook_modules[i]);
+	}
 }
 
 /* ---------------------------------------------------------------------------------
@@ -394,11 +408,11 @@ void pw_worker_baseline_capture(void)
 	BG(umask) = -1; /* so that a request's umask() shows */
 	b->cwd = pw_strdup_or_null(CWDG(cwd).cwd);
 
-	zend_date_globals *date = pw_module_globals(ZEND_STRL("date"));
+	zend_date_globals *date = pw_module_globals(PW_GLOBALS_DATE);
 	b->timezone = date ? pw_strdup_or_null(date->timezone) : NULL;
 
 #ifdef HAVE_MBSTRING
-	zend_mbstring_globals *mb = pw_module_globals(ZEND_STRL("mbstring"));
+	zend_mbstring_globals *mb = pw_module_globals(PW_GLOBALS_MBSTRING);
 	if (mb) {
 		b->mb_internal = mb->current_internal_encoding;
 		b->mb_http_output = mb->current_http_output_encoding;
@@ -427,7 +441,7 @@ void pw_worker_baseline_capture(void)
 		zval_ptr_dtor(&name);
 	}
 #ifdef PW_HAVE_MYSQLI
-	zend_mysqli_globals *mysqli = pw_module_globals(ZEND_STRL("mysqli"));
+	zend_mysqli_globals *mysqli = pw_module_globals(PW_GLOBALS_MYSQLI);
 	b->mysqli_report = mysqli ? mysqli->report_mode : 0;
 #endif
 	b->default_context = FG(default_context);
@@ -649,7 +663,7 @@ static void pw_reset_core(void)
 
 static void pw_reset_date(void)
 {
-	zend_date_globals *date = pw_module_globals(ZEND_STRL("date"));
+	zend_date_globals *date = pw_module_globals(PW_GLOBALS_DATE);
 	if (!date) {
 		return;
 	}
@@ -673,9 +687,9 @@ static void pw_reset_date(void)
 static void pw_reset_mbstring(void)
 {
 #ifdef HAVE_MBSTRING
-	zend_module_entry *module = zend_hash_str_find_ptr(&module_registry, ZEND_STRL("mbstring"));
-	zend_mbstring_globals *mb = pw_module_globals(ZEND_STRL("mbstring"));
-	if (!module || !mb) {
+	zend_mbstring_globals *mb = pw_module_globals(PW_GLOBALS_MBSTRING);
+	zend_module_entry *module = pw_mbstring_module;
+	if (!mb || !module) {
 		return;
 	}
 	module->request_shutdown_func(module->type, module->module_number);
@@ -747,7 +761,7 @@ static void pw_reset_errors_of_extensions(void)
 	/* openssl_error_string(): PHP keeps this queue across a process's requests; it is
 	 * still one request's errors, about its keys and certificates. */
 #ifdef HAVE_OPENSSL_EXT
-	pw_openssl_globals *openssl = pw_module_globals(ZEND_STRL("openssl"));
+	pw_openssl_globals *openssl = pw_module_globals(PW_GLOBALS_OPENSSL);
 	if (openssl && openssl->errors) {
 		openssl->errors->bottom = openssl->errors->top;
 		ERR_clear_error();
@@ -755,7 +769,7 @@ static void pw_reset_errors_of_extensions(void)
 #endif
 	/* mysqli_connect_error(), mysqli_connect_errno(); mysqli_report() as the baseline's */
 #ifdef PW_HAVE_MYSQLI
-	zend_mysqli_globals *mysqli = pw_module_globals(ZEND_STRL("mysqli"));
+	zend_mysqli_globals *mysqli = pw_module_globals(PW_GLOBALS_MYSQLI);
 	if (mysqli) {
 		if (mysqli->error_msg) {
 			efree(mysqli->error_msg);
