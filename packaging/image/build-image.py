@@ -12,6 +12,11 @@ MIME types, base-files and netbase. Their files are unpacked as they are, withou
 maintainer scripts; what those scripts would make (the CA bundle, /bin/sh, the users)
 is made here.
 
+Each build takes of every package the version apt's candidate is at that moment (apt's
+lists are refreshed first when more than a day old), so a rebuild carries Debian's
+security updates: the cache only saves downloads, and keeps that version alone. The log
+names each package and version and which changed since the last build.
+
 Output: an OCI image layout in --out (`oci:dist/image-amd64:latest` for skopeo, umoci
 and podman) and the same as one archive beside it (--out + ".tar"), which `podman load`
 and `docker load` take. The output is reproducible: every time, file time and owner in
@@ -25,6 +30,7 @@ each platform's manifest, tagged `latest`, with every blob. Pushed with `skopeo 
 What the image holds and how to use it: docs/container-image.md.
 """
 import argparse
+import functools
 import gzip
 import hashlib
 import io
@@ -34,6 +40,8 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +59,12 @@ DROPPED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/loc
 # parent-death signal of the `processes N` children. docs/container-image.md#ports-below-1024.
 USER, UID, GID = "php_worker", 1000, 1000
 GO_ARCH = {"amd64": "amd64", "arm64": "arm64"}
+# Packages of architecture "all": one build serves every architecture, and apt names them
+# without one.
+ARCH_ALL = ("tzdata", "ca-certificates", "media-types", "netbase")
+# apt's package lists: when the newest is older than this, the build refreshes them first.
+LISTS = Path("/var/lib/apt/lists")
+LISTS_MAX_AGE = 24 * 3600
 
 
 def log(msg):
@@ -118,30 +132,207 @@ class Tree:
         return out.getvalue()
 
 
-def fetch_packages(arch):
-    cache = Path(os.environ.get("PHP_WORKER_CACHE", Path.home() / ".cache" / "php_worker")) / f"image-debs-{arch}"
+def cache_root():
+    return Path(os.environ.get("PHP_WORKER_CACHE", Path.home() / ".cache" / "php_worker"))
+
+
+def apt_name(package, arch):
+    return package if package in ARCH_ALL else f"{package}:{arch}"
+
+
+class Apt:
+    """What the build asks the machine's apt (the tests put a fake in its place)."""
+
+    env = {**os.environ, "LC_ALL": "C"}
+
+    def candidate(self, name):
+        """The version `apt-get install` would take now, or None."""
+        out = subprocess.run(["apt-cache", "policy", name], capture_output=True, text=True, env=self.env).stdout
+        for line in out.splitlines():
+            key, _, value = line.strip().partition(": ")
+            if key == "Candidate":
+                return None if value == "(none)" else value
+        return None
+
+    def sha256(self, name, version):
+        """The SHA-256 apt's lists give that version's .deb, or None."""
+        out = subprocess.run(["apt-cache", "show", f"{name}={version}"], capture_output=True, text=True,
+                             env=self.env).stdout
+        for line in out.splitlines():
+            if line.startswith("SHA256: "):
+                return line.split()[1]
+        return None
+
+    def download(self, name, version, into):
+        subprocess.run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", f"{name}={version}"],
+                       cwd=into, check=True, stdout=subprocess.DEVNULL, env=self.env)
+
+    def lists_time(self):
+        """When apt's lists last changed: the newest Release file's time, or None."""
+        times = [p.stat().st_mtime for p in LISTS.glob("*Release")] if LISTS.is_dir() else []
+        return max(times, default=None)
+
+    def update(self):
+        """apt-get update, as scripts/install-deps.sh runs it (through sudo when not root)."""
+        cmd = ["apt-get", "update", "-qq"]
+        if os.geteuid() != 0:
+            cmd = ["sudo", "-n", *cmd]
+        try:
+            return subprocess.run(cmd, env=self.env).returncode == 0
+        except FileNotFoundError:
+            return False
+
+    def foreign(self, arch):
+        """Whether apt downloads packages of this architecture (dpkg's native or foreign ones)."""
+        native = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.split()
+        foreign = subprocess.run(["dpkg", "--print-foreign-architectures"], capture_output=True, text=True).stdout.split()
+        return arch in native + foreign
+
+
+class Deb:
+    """One .deb: its path and its control file's fields (dpkg-deb -f), in their order."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        text = subprocess.run(["dpkg-deb", "-f", str(path)], capture_output=True, text=True, check=True).stdout
+        self.fields = parse_control(text)
+        self.package, self.version = self.fields["Package"], self.fields["Version"]
+        self.arch = self.fields["Architecture"]
+
+    def sha256(self):
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def parse_control(text):
+    """A control stanza's fields, each with its continuation lines, in order."""
+    fields, key = {}, None
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and key:
+            fields[key] += "\n" + line
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+def compare_versions(a, b):
+    """Debian's order of two versions (dpkg --compare-versions): -1, 0 or 1."""
+    if a == b:
+        return 0
+    lt = subprocess.run(["dpkg", "--compare-versions", a, "lt", b]).returncode == 0
+    return -1 if lt else 1
+
+
+def fresh_lists(apt, cache):
+    """Refreshes apt's lists when they are more than a day old, or says why it did not.
+    Their age is that of the newest Release file, or of this build's last refresh: an
+    update that finds nothing new leaves the files as they were."""
+    stamp = cache / "apt-lists-refreshed"
+    times = [t for t in (apt.lists_time(), stamp.stat().st_mtime if stamp.exists() else None) if t is not None]
+    age = time.time() - max(times) if times else None
+    if age is not None and age < LISTS_MAX_AGE:
+        log(f"apt's package lists: {age / 3600:.1f} h old")
+        return
+    log(f"apt's package lists: {'none' if age is None else f'{age / 86400:.1f} days old'}: apt-get update")
+    if apt.update():
+        stamp.touch()
+        return
+    log("WARNING: apt-get update failed (offline, or not root and sudo asks a password): the image takes the "
+        "versions apt's lists named " + ("never" if age is None else f"{age / 86400:.1f} days ago") +
+        ", without the security fixes published since; run `sudo apt-get update` and build again")
+
+
+def fetch_packages(arch, apt=None, cache=None):
+    """The base packages' .debs, each the version apt's candidate is now: taken from the
+    cache when it holds that file, with the checksum apt's lists give, else downloaded.
+    The cache keeps only that version of each package. Logs each package and version,
+    and which changed since the last build (record_build)."""
+    apt = apt or Apt()
+    cache = Path(cache or cache_root() / f"image-debs-{arch}")
     cache.mkdir(parents=True, exist_ok=True)
-    names = [f"{p}:{arch}" if p not in ("tzdata", "ca-certificates", "media-types", "netbase") else p for p in PACKAGES]
-    missing = [n for n, p in zip(names, PACKAGES) if not list(cache.glob(f"{p}_*.deb"))]
-    if missing:
-        log(f"apt-get download {' '.join(missing)} (cached in {cache})")
-        subprocess.run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", *missing], cwd=cache, check=True, stdout=subprocess.DEVNULL)
+    fresh_lists(apt, cache.parent)
+    last = read_record(cache)
+    cached = {}
+    for path in sorted(cache.glob("*.deb")):
+        try:
+            deb = Deb(path)
+        except subprocess.CalledProcessError:
+            log(f"dropped {path.name} from the cache: not a readable .deb")
+            path.unlink()
+            continue
+        cached.setdefault(deb.package, []).append(deb)
     debs = []
+    log(f"base packages ({arch}), the versions apt takes now"
+        + ("" if last else f" (no record of an earlier build in {cache})") + ":")
     for p in PACKAGES:
-        found = sorted(cache.glob(f"{p}_*.deb"))
-        if not found:
-            sys.exit(f"build-image: no {p} package in {cache}")
-        debs.append(found[-1])
+        name = apt_name(p, arch)
+        version = apt.candidate(name)
+        if not version:
+            hint = ("" if p in ARCH_ALL or apt.foreign(arch) else
+                    f": {arch} is not among dpkg's architectures (scripts/install-deps.sh --{arch} adds it)")
+            sys.exit(f"build-image: apt has no candidate version of {name}{hint}")
+        want_sha = apt.sha256(name, version)
+        chosen, how = None, "cached"
+        for deb in cached.get(p, []):
+            if deb.version == version and deb.arch in (arch, "all") and not chosen:
+                if want_sha and deb.sha256() != want_sha:
+                    log(f"  {deb.path.name}: not the file apt's lists name (SHA-256 differs): fetched again")
+                    continue
+                chosen = deb
+        if not chosen:
+            chosen, how = download(apt, cache, p, name, version, want_sha), "downloaded"
+        others = [d for d in cached.get(p, []) if d.path != chosen.path]
+        previous = last.get(p)
+        if previous is None and cached.get(p):  # a cache from before the record: its newest version
+            previous = max((d.version for d in cached[p]), key=functools.cmp_to_key(compare_versions))
+        if previous is None or previous == version:
+            change = ""
+        elif compare_versions(version, previous) > 0:
+            change = f"; UPDATED since the last build, which had {previous}"
+        else:
+            change = f"; OLDER than the last build's {previous} (apt's candidate went back)"
+        log(f"  {p} {version} ({chosen.arch}): {how}{change}")
+        for d in others:
+            if d.path.exists():
+                d.path.unlink()
+            log(f"    dropped {d.path.name} from the cache: not apt's candidate")
+        debs.append(chosen)
     return debs
 
 
-def deb_version(deb):
-    return deb.name.split("_")[1]
+def download(apt, cache, package, name, version, want_sha):
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
+        try:
+            apt.download(name, version, tmp)
+        except subprocess.CalledProcessError:
+            sys.exit(f"build-image: apt-get download {name}={version} failed (is that version still in the archive?)")
+        got = [Deb(p) for p in Path(tmp).glob("*.deb")]
+        if len(got) != 1 or (got[0].package, got[0].version) != (package, version):
+            sys.exit(f"build-image: apt-get download {name}={version} gave "
+                     + (", ".join(f"{d.package} {d.version}" for d in got) or "nothing"))
+        if want_sha and got[0].sha256() != want_sha:
+            sys.exit(f"build-image: the downloaded {got[0].path.name} is not the file apt's lists name (SHA-256)")
+        path = cache / got[0].path.name
+        os.replace(got[0].path, path)
+    return Deb(path)
+
+
+def read_record(cache):
+    """The versions the last build with this cache took: {package: version}."""
+    try:
+        return json.loads((cache / "last-build.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def record_build(cache, debs):
+    (cache / "last-build.json").write_text(json.dumps({d.package: d.version for d in debs}, indent=1, sort_keys=True))
+
 
 
 def base_files(tree, debs):
     for deb in debs:
-        fsys = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+        fsys = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb.path)], capture_output=True, check=True).stdout
         with tarfile.open(fileobj=io.BytesIO(fsys)) as tar:
             tree.add_tar(tar)
     # What the maintainer scripts would have made.
@@ -225,13 +416,14 @@ def main():
     version = (REPO / "VERSION").read_text().strip()
     revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
-    debs = fetch_packages(args.arch)
+    cache = cache_root() / f"image-debs-{args.arch}"
+    debs = fetch_packages(args.arch, cache=cache)
     tree = Tree(epoch)
     certs = base_files(tree, debs)
     server_files(tree, dist, epoch)
     layer = tree.layer()
     log(f"{len(tree.entries)} files, {len(layer) >> 20} MiB; {certs} CA certificates; "
-        + ", ".join(f"{d.name.split('_')[0]} {deb_version(d)}" for d in debs))
+        + ", ".join(f"{d.package} {d.version}" for d in debs))
 
     gz = io.BytesIO()
     with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=6, mtime=0) as z:
@@ -266,7 +458,7 @@ def main():
                 "org.opencontainers.image.created": created,
                 "org.opencontainers.image.licenses": "Apache-2.0",
                 "org.opencontainers.image.base.name": "debian:bookworm (packages: " + " ".join(
-                    f"{d.name.split('_')[0]}={deb_version(d)}" for d in debs) + ")",
+                    f"{d.package}={d.version}" for d in debs) + ")",
             },
         },
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
@@ -284,6 +476,7 @@ def main():
     manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": "latest"}
     (out / "index.json").write_bytes(canonical({"schemaVersion": 2, "manifests": [manifest_desc]}))
     archive = archive_layout(out, epoch)
+    record_build(cache, debs)
     log(f"{out} (oci:{out}:latest) and {archive}: {manifest_desc['digest']}, "
         f"layer {layer_desc['size'] >> 20} MiB compressed")
     print(manifest_desc["digest"])
