@@ -10,7 +10,7 @@ base, fetched with `apt-get download` (cached in ~/.cache/php_worker/image-debs-
 libc, libgcc_s, dash (for the entrypoint and `php`), tzdata, the CA certificates, the
 MIME types, base-files and netbase. Their files are unpacked as they are, without
 maintainer scripts; what those scripts would make (the CA bundle, /bin/sh, the users)
-is made here.
+is made here, and /var/lib/dpkg/status names each package and version for scanners.
 
 Each build takes of every package the version apt's candidate is at that moment (apt's
 lists are refreshed first when more than a day old), so a rebuild carries Debian's
@@ -65,6 +65,11 @@ ARCH_ALL = ("tzdata", "ca-certificates", "media-types", "netbase")
 # apt's package lists: when the newest is older than this, the build refreshes them first.
 LISTS = Path("/var/lib/apt/lists")
 LISTS_MAX_AGE = 24 * 3600
+# Fields of a package's control file that its stanza in the image's /var/lib/dpkg/status
+# keeps, in dpkg's order. Left out: Installed-Size (the image drops the documentation) and
+# the relations (Depends and the like), which name packages the image does not have.
+STATUS_FIELDS = ("Package", "Essential", "Protected", "Status", "Priority", "Section", "Maintainer", "Architecture",
+                 "Multi-Arch", "Source", "Version", "Provides", "Description", "Homepage")
 
 
 def log(msg):
@@ -329,6 +334,15 @@ def record_build(cache, debs):
     (cache / "last-build.json").write_text(json.dumps({d.package: d.version for d in debs}, indent=1, sort_keys=True))
 
 
+def dpkg_status(debs):
+    """/var/lib/dpkg/status for the base packages, so that image scanners find their
+    versions: one stanza each, sorted by name, its fields from the package's control file."""
+    stanzas = []
+    for deb in sorted(debs, key=lambda d: d.package):
+        fields = {**deb.fields, "Status": "install ok installed"}
+        stanzas.append("".join(f"{k}: {fields[k]}\n" for k in STATUS_FIELDS if k in fields))
+    return "\n".join(stanzas).encode()
+
 
 def base_files(tree, debs):
     for deb in debs:
@@ -353,6 +367,9 @@ def base_files(tree, debs):
     tree.file("etc/group", f"root:x:0:\n{USER}:x:{GID}:\n".encode())
     tree.dir("root", 0o700)
     tree.dir("tmp", 0o1777)
+    # No dpkg runs in the image; the file is for scanners (trivy, grype, syft...), which
+    # read the packages and versions an image has there.
+    tree.file("var/lib/dpkg/status", dpkg_status(debs))
     return len(certs)
 
 

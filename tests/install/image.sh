@@ -12,6 +12,8 @@
 #   - the build is reproducible: a second build gives the same digest;
 #   - the root: CA bundle, time zones, MIME types, the user; no file carries a file
 #     capability (security.capability);
+#   - /var/lib/dpkg/status, which image scanners read, lists every base package at the
+#     version `apt-cache policy` gives as candidate on this machine now;
 #   - `php -v` and the extension list; the image's user binds port 80; PHP_BINARY is the
 #     image's `php`, and `artisan schedule:run` starts its scheduled command through it;
 #     PHP sees TMPDIR;
@@ -112,6 +114,40 @@ PY
 )
 [ -z "$capped" ] || fail "files with a file capability (security.capability): $capped"
 log "the root: $certs CA certificates, time zones, MIME types, no file capability; $(du -sh "$root" | cut -f1) on disk"
+
+# The packages scanners (trivy, grype, syft) see: /var/lib/dpkg/status, a stanza for each
+# base package, at the version apt's candidate is here now. The build takes that version
+# whatever its cache held, so a Debian security update reaches a rebuilt image.
+packages=$(python3 - "$root/var/lib/dpkg/status" "$arch" <<'PY'
+import importlib.util, os, subprocess, sys
+spec = importlib.util.spec_from_file_location("build_image", "packaging/image/build-image.py")
+bi = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bi)
+status, arch = open(sys.argv[1]).read(), sys.argv[2]
+stanzas = {}
+for block in status.strip("\n").split("\n\n"):
+    fields = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(" "))
+    stanzas[fields["Package"]] = fields
+wrong, seen = [], []
+if sorted(stanzas) != sorted(bi.PACKAGES):
+    wrong.append(f"it lists {' '.join(sorted(stanzas))}, the base is {' '.join(sorted(bi.PACKAGES))}")
+for p in bi.PACKAGES:
+    name = bi.apt_name(p, arch)
+    policy = subprocess.run(["apt-cache", "policy", name], capture_output=True, text=True,
+                            env={**os.environ, "LC_ALL": "C"}).stdout
+    candidate = next((l.split()[1] for l in policy.splitlines() if l.strip().startswith("Candidate:")), None)
+    got = stanzas.get(p, {})
+    if (got.get("Version"), got.get("Status"), got.get("Architecture") in (arch, "all")) != \
+            (candidate, "install ok installed", True):
+        wrong.append(f"{p}: {got.get('Version')} ({got.get('Status')}, {got.get('Architecture')}), "
+                     f"apt's candidate for {name} is {candidate}")
+    seen.append(f"{p} {got.get('Version')}")
+if wrong:
+    sys.exit("\n".join(wrong))
+print(", ".join(seen))
+PY
+) || fail "/var/lib/dpkg/status is not what apt's candidates are"
+log "/var/lib/dpkg/status: $packages (apt's candidates on this machine)"
 
 # As a restricted container runs: its own PID, mount and network namespaces (loopback up,
 # and net.ipv4.ip_unprivileged_port_start=0 in that network namespace, as Docker sets it

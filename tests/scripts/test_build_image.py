@@ -1,6 +1,7 @@
 """How packaging/image/build-image.py picks the image's Debian packages, without the network:
 the version apt's candidate is now, from a fake cache and a fake apt (the .debs are real,
-tiny ones made with dpkg-deb), what its log says, and when it refreshes apt's lists.
+tiny ones made with dpkg-deb), what its log says, when it refreshes apt's lists, and the
+/var/lib/dpkg/status it writes for scanners.
 
     python3 -m unittest discover -s tests/scripts -v      (or python3 -m pytest tests/scripts)
 """
@@ -234,6 +235,44 @@ class Lists(Base):
         self.assertIn("WARNING: apt-get update failed", log)
         self.assertIn("2.0 days ago", log)
         self.assertFalse(self.stamp.exists())
+
+
+class DpkgStatus(Base):
+    def test_one_stanza_per_package_sorted_with_the_fields_scanners_read(self):
+        debs = [bi.Deb(make_deb(self.cache, "tzdata", "2026f-0+deb12u1", "all", Section="localization",
+                                Priority="required", Provides="tzdata-bookworm")),
+                bi.Deb(make_deb(self.cache, "libgcc-s1", "12.2.0-14+deb12u1", Source="gcc-12",
+                                Section="libs", Priority="optional", **{"Multi-Arch": "same"}))]
+        status = bi.dpkg_status(debs).decode()
+        self.assertEqual(status, bi.dpkg_status(list(reversed(debs))).decode())
+        self.assertEqual(status, """\
+Package: libgcc-s1
+Status: install ok installed
+Priority: optional
+Section: libs
+Maintainer: Someone <a@b.example>
+Architecture: amd64
+Multi-Arch: same
+Source: gcc-12
+Version: 12.2.0-14+deb12u1
+Description: the libgcc-s1 package
+ A longer text.
+ .
+ Its second paragraph.
+
+Package: tzdata
+Status: install ok installed
+Priority: required
+Section: localization
+Maintainer: Someone <a@b.example>
+Architecture: all
+Version: 2026f-0+deb12u1
+Provides: tzdata-bookworm
+Description: the tzdata package
+ A longer text.
+ .
+ Its second paragraph.
+""")
 
 
 class AptQueries(unittest.TestCase):
