@@ -504,6 +504,30 @@ static const pw_ini_kept *pw_ini_baseline(const zend_string *name)
 	return NULL;
 }
 
+/* session_set_save_handler() stores "user" in session.save_handler: the setting half of
+ * a registration, whose callbacks the script keeps (pw_session_handler_keep()) whenever
+ * it made it, before its loop or in a request, as FrankenPHP keeps it. */
+static bool pw_ini_is_registration(const zend_ini_entry *entry)
+{
+	return zend_string_equals_literal(entry->name, "session.save_handler") && entry->value &&
+	       zend_string_equals_literal(entry->value, "user");
+}
+
+/* A registration made by a request joins the baseline. */
+static void pw_ini_adopt(const zend_ini_entry *entry)
+{
+	pw_ini_kept *grown = realloc(pw_base.ini, (pw_base.ini_count + 1) * sizeof(pw_ini_kept));
+	if (!grown) {
+		return;
+	}
+	pw_base.ini = grown;
+	pw_base.ini[pw_base.ini_count++] = (pw_ini_kept){
+		.name = pw_persistent_copy(entry->name),
+		.value = pw_persistent_copy(entry->value),
+		.seen = entry->value,
+	};
+}
+
 /* ini_set(), set_time_limit(), error_reporting(), ignore_user_abort() and every other
  * runtime change of a php.ini setting: back to the baseline's value, or to php.ini's
  * for one the script had not changed, as PHP's request shutdown restores them. */
@@ -539,9 +563,14 @@ static void pw_reset_ini(void)
 	uint32_t n = 0;
 	zend_ini_entry *entry;
 	ZEND_HASH_MAP_FOREACH_PTR(modified, entry) {
-		if (!pw_ini_baseline(entry->name)) {
-			restore[n++] = zend_string_copy(entry->name);
+		if (pw_ini_baseline(entry->name)) {
+			continue;
 		}
+		if (pw_ini_is_registration(entry)) {
+			pw_ini_adopt(entry);
+			continue;
+		}
+		restore[n++] = zend_string_copy(entry->name);
 	} ZEND_HASH_FOREACH_END();
 	for (uint32_t i = 0; i < n; i++) {
 		zend_restore_ini_entry(restore[i], ZEND_INI_STAGE_DEACTIVATE);
