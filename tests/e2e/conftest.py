@@ -478,7 +478,11 @@ def wait_for_certificate(port, timeout=30):
         time.sleep(0.1)
 
 
-def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
+def global_options(admin_port, threads=4, global_extra="", servers=""):
+    """The global options block of a test Caddyfile: the admin API on admin_port, JSON
+    logs at DEBUG, php_worker with `threads` PHP threads, PHP's errors shown and logged;
+    `servers` (Caddy's server options) and `global_extra` (more php_worker options) as
+    given."""
     return f"""{{
 	admin 127.0.0.1:{admin_port}
 	persist_config off
@@ -486,7 +490,7 @@ def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "
 		format json
 		level DEBUG
 	}}
-	php_worker {{
+{servers}	php_worker {{
 		num_threads {threads}
 		php_ini display_errors 1
 		php_ini html_errors 0
@@ -494,7 +498,11 @@ def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "
 {global_extra}
 	}}
 }}
+"""
 
+
+def make_caddyfile(port, admin_port, global_extra="", site_extra="", app=APP / "public", threads=4):
+    return global_options(admin_port, threads, global_extra) + f"""
 :{port} {{
 	bind 127.0.0.1
 	root * {app}

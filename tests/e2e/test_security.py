@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import eventually, php_version, send_stalled_body
+from conftest import eventually, global_options, php_version, send_stalled_body
 
 HERE = Path(__file__).resolve().parent
 SECURITY = HERE / "security"
@@ -30,22 +30,7 @@ EXECUTED = "<?php echo strrev('DETUCEXE'), ' ', basename(__FILE__);"  # prints "
 
 
 def caddyfile(port, admin, site, global_extra="", servers="", threads=2):
-    return f"""{{
-	admin 127.0.0.1:{admin}
-	persist_config off
-	log {{
-		format json
-		level DEBUG
-	}}
-{servers}	php_worker {{
-		num_threads {threads}
-		php_ini display_errors 1
-		php_ini html_errors 0
-		php_ini log_errors 1
-{global_extra}
-	}}
-}}
-
+    return global_options(admin, threads, global_extra, servers) + f"""
 :{port} {{
 	bind 127.0.0.1
 {site}
