@@ -41,7 +41,7 @@ static const char pw_cli_forced_ini[] =
  * pcntl_alarm() for its job timeouts, SIGUSR2 to pause) must reach the script's own
  * thread: a signal sent to the process goes to any thread that does not block it, and
  * PHP's handler, run on one of Go's threads, finds no PHP context there (the process
- * crashed). So `php-cli` blocks them from the start, before Go's runtime makes its
+ * crashed). So the command line blocks them from the start, before Go's runtime makes its
  * threads (they keep the mask for these signals, which Go does not use), and the
  * script's thread unblocks them. The server leaves them alone. Signals Go needs on every
  * thread (SIGTERM, SIGINT, SIGQUIT, SIGHUP) cannot be moved so: a script's pcntl
@@ -54,12 +54,24 @@ static void pw_cli_signal_set(sigset_t *set)
 	sigaddset(set, SIGUSR2);
 }
 
+/* Whether the process runs PHP's command line: `caddy php-cli ...`, or the binary invoked
+ * through its `php` link (`php artisan queue:work`; go-module/cli.go's phpCommand). */
+static bool pw_cli_invoked(int argc, char **argv)
+{
+	if (argc < 1 || !argv || !argv[0]) {
+		return false;
+	}
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	return strcmp(base, "php") == 0 || (argc >= 2 && argv[1] && strcmp(argv[1], "php-cli") == 0);
+}
+
 /* Runs before main, and so before Go's runtime, with the process's arguments (glibc
  * passes them to constructors); the process has one thread. */
 __attribute__((constructor)) static void pw_cli_block_signals(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (argc >= 2 && argv && argv[1] && strcmp(argv[1], "php-cli") == 0) {
+	if (pw_cli_invoked(argc, argv)) {
 		sigset_t set;
 		pw_cli_signal_set(&set);
 		sigprocmask(SIG_BLOCK, &set, NULL);

@@ -5,6 +5,7 @@ Caddyfile."""
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -283,12 +284,37 @@ echo json_encode($got);
 """
 
 
-def test_a_scripts_pcntl_handlers_get_the_signals_sent_to_the_process(tmp_path):
+@pytest.mark.parametrize("invoked", ["php-cli", "php link"])
+def test_a_scripts_pcntl_handlers_get_the_signals_sent_to_the_process(tmp_path, invoked):
     """Signals sent to the process (posix_kill, pcntl_alarm) reach the script's pcntl
     handlers on its own thread: none lands on a thread without PHP (which crashed the
-    process), none is lost."""
+    process), none is lost; as `caddy php-cli` and as the `php` link (`php artisan
+    queue:work`), whose main thread blocks them before Go's runtime starts its own."""
     (tmp_path / "pcntl.php").write_text(PCNTL)
-    status, out, err = php_cli(str(tmp_path / "pcntl.php"), timeout=60)
+    if invoked == "php-cli":
+        status, out, err = php_cli(str(tmp_path / "pcntl.php"), timeout=60)
+    else:
+        php = tmp_path / "php"
+        php.symlink_to(CADDY.resolve())
+        p = subprocess.run([str(php), str(tmp_path / "pcntl.php")], capture_output=True, timeout=60)
+        status, out, err = p.returncode, p.stdout.decode(), p.stderr.decode()
     assert status == 0, (status, out, err[-2000:])
     got = json.loads(out)
     assert got["USR1"] > 0 and got["USR2"] > 0 and got["ALRM"] == 1, got
+    if invoked == "php link":
+        # Go's threads block them, so the kernel hands them to the script's thread.
+        pid = subprocess.Popen([str(php), "-r", "sleep(5);"])
+        try:
+            deadline = time.time() + 5
+            while time.time() < deadline and len(list(Path(f"/proc/{pid.pid}/task").iterdir())) < 3:
+                time.sleep(0.05)
+            unblocked = []
+            for task in Path(f"/proc/{pid.pid}/task").iterdir():
+                status_text = (task / "status").read_text()
+                mask = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status_text, re.M).group(1), 16)
+                if not mask & (1 << (signal.SIGALRM - 1)):
+                    unblocked.append(task.name)
+            assert len(unblocked) <= 1, f"threads that take SIGALRM: {unblocked} (only the script's may)"
+        finally:
+            pid.kill()
+            pid.wait()
