@@ -820,6 +820,13 @@ def test_php_threads_leave_the_process_signals_to_go(start_server, tmp_path):
     t.join()
     assert result and result[0]["n"] == 0 and result[0]["error"] is None and result[0]["waited"] >= 1.9, result
     assert srv.proc.poll() is None
+    # pcntl_alarm() arms the process's timer (Laravel's queue:work does for each job): its
+    # SIGALRM goes to a Go thread, which drops it; on a PHP thread Go would re-raise it
+    # with its default action and end the process.
+    (tmp_path / "alarm.php").write_text("<?php pcntl_alarm(1); usleep(1300000); echo 'alive';")
+    for _ in range(3):
+        assert srv.get("/alarm.php", timeout=10).text == "alive"
+    assert srv.proc.poll() is None
 
 
 # -- Autoscaling against a cgroup's memory limit ----------------------------------------------------------
