@@ -130,29 +130,52 @@ func (a *App) provisionSchedules() error {
 	return nil
 }
 
-// scheduleClock is the time jobs are scheduled by. PHP_WORKER_SCHEDULE_CLOCK_SPEED (a
-// test hook) makes it run that many times faster than the real one, from the moment
+// scheduleClock is the time jobs are scheduled by: the wall clock, read anew each time,
+// so that the jobs follow its corrections (an NTP step, a VM that was paused) rather
+// than the monotonic time since the scheduler started. PHP_WORKER_SCHEDULE_CLOCK_SPEED
+// (a test hook) makes it run that many times faster than the real one, from the moment
 // the scheduler starts, so a test sees minutes of schedule in seconds.
 type scheduleClock struct {
+	wall  func() time.Time // the wall clock: time.Now, but a test's own
 	start time.Time
 	speed float64
 }
 
 func newScheduleClock() scheduleClock {
+	return scheduleClockOf(time.Now)
+}
+
+// scheduleClockOf is the clock of jobs that reads the wall clock wall.
+func scheduleClockOf(wall func() time.Time) scheduleClock {
 	speed := 1.0
 	if v, err := strconv.ParseFloat(os.Getenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED"), 64); err == nil && v > 0 {
 		speed = v
 	}
-	return scheduleClock{start: time.Now(), speed: speed}
+	return scheduleClock{wall: wall, start: wall(), speed: speed}
 }
 
 func (c scheduleClock) now() time.Time {
+	if c.speed == 1 {
+		return c.wall().Round(0) // the wall reading alone: comparisons with it use the wall clock
+	}
 	return c.start.Add(time.Duration(float64(time.Since(c.start)) * c.speed))
 }
 
 // until is the real time until the clock reads t.
 func (c scheduleClock) until(t time.Time) time.Duration {
 	return time.Duration(float64(t.Sub(c.now())) / c.speed)
+}
+
+// wallRecheck is the longest the scheduler sleeps before it reads the clock again: a
+// timer counts monotonic time, so a sleep until a time an hour away would end late by
+// as much as the wall clock was stepped forward, or the VM paused, meanwhile. Waking
+// each second, a job starts within a second of its time on the corrected clock, in the
+// minute it was due (what Laravel's schedule:run looks at).
+const wallRecheck = time.Second
+
+// wait is how long the scheduler sleeps before it looks again whether t has come.
+func (c scheduleClock) wait(t time.Time) time.Duration {
+	return min(max(0, c.until(t)), wallRecheck)
 }
 
 // scheduler runs a config's jobs, from its Start to its Stop.
@@ -199,7 +222,7 @@ func (a *App) runSchedules(ctx context.Context, clock scheduleClock) {
 				soonest = i
 			}
 		}
-		timer := time.NewTimer(max(0, clock.until(next[soonest])))
+		timer := time.NewTimer(clock.wait(next[soonest]))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
