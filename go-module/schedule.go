@@ -103,6 +103,9 @@ func (a *App) provisionSchedules() error {
 		if err != nil {
 			return fmt.Errorf("schedule %q: %w", sc.Cron, err)
 		}
+		if every, ok := s.(cron.ConstantDelaySchedule); ok {
+			s = epochSchedule{period: int64(every.Delay / time.Second)}
+		}
 		sc.schedule = s
 		for _, arg := range sc.Args {
 			if strings.ContainsRune(arg, 0) {
@@ -128,6 +131,21 @@ func (a *App) provisionSchedules() error {
 		}
 	}
 	return nil
+}
+
+// epochSchedule is the schedule of `@every <period>`: the times that are whole multiples
+// of the period since the Unix epoch. robfig/cron counts the period from the time it is
+// asked about, the moment each scheduler starts, so instances (and a config after a
+// reload) would each have times of their own: a lease, whose key names the time, would
+// then run every instance's, and reloads more frequent than the period would never let
+// the job run.
+type epochSchedule struct {
+	period int64 // seconds, at least 1 (robfig/cron rounds @every to whole seconds)
+}
+
+// Next is the first multiple of the period after t.
+func (e epochSchedule) Next(t time.Time) time.Time {
+	return time.Unix((t.Unix()/e.period+1)*e.period, 0).In(t.Location())
 }
 
 // scheduleClock is the time jobs are scheduled by: the wall clock, read anew each time,

@@ -4,8 +4,15 @@
 package phpworker
 
 import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // testWall is a wall clock a test sets, as NTP or a resumed VM would.
@@ -34,5 +41,59 @@ func TestScheduleClockFollowsTheWallClock(t *testing.T) {
 		if d := c.wait(wall.t.Add(-time.Minute)); d != 0 {
 			t.Errorf("a time past is waited for %v", d)
 		}
+	}
+}
+
+// provisionedJob is the job of a config of one schedule line, provisioned.
+func provisionedJob(t *testing.T, sc ScheduleConfig) ScheduleConfig {
+	t.Helper()
+	app := App{Schedules: []ScheduleConfig{sc}}
+	app.setup(caddy.Context{Context: context.Background()})
+	if err := app.provisionSchedules(); err != nil {
+		t.Fatal(err)
+	}
+	return app.Schedules[0]
+}
+
+func TestEveryTimesAreTheSameOnEveryInstance(t *testing.T) {
+	t.Setenv("PHP_WORKER_SCHEDULE_CLOCK_SPEED", "")
+	job := filepath.Join(workerFiles(t, "job.php"), "job.php")
+	// Three instances of one app, with one lease, whose schedulers started (or were
+	// reloaded) at different seconds of the same 5 minutes: each computes its times as
+	// runSchedules does, from its own clock.
+	var first []string
+	for _, started := range []time.Time{
+		time.Date(2026, 12, 2, 10, 0, 3, 250e6, time.UTC),
+		time.Date(2026, 12, 2, 10, 0, 41, 0, time.UTC),
+		time.Date(2026, 12, 2, 10, 4, 59, 999e6, time.UTC),
+	} {
+		sc := provisionedJob(t, ScheduleConfig{Cron: "@every 5m", File: job, Lease: "redis://127.0.0.1:1/0"})
+		wall := &testWall{t: started}
+		due := sc.schedule.Next(scheduleClockOf(wall.now).now())
+		var keys []string
+		for range 3 {
+			keys = append(keys, leaseKey(sc.worker.Name, due))
+			due = sc.schedule.Next(due)
+		}
+		if first == nil {
+			first = keys
+			if want := time.Date(2026, 12, 2, 10, 5, 0, 0, time.UTC).Unix(); !strings.HasSuffix(keys[0], ":"+strconv.FormatInt(want, 10)) {
+				t.Errorf("the first time of @every 5m after 10:00:03 is key %s, want 10:05:00 (%d)", keys[0], want)
+			}
+		} else if !reflect.DeepEqual(keys, first) {
+			t.Errorf("an instance started at %v leases %v, one started at 10:00:03 %v", started.Format(time.TimeOnly), keys, first)
+		}
+	}
+	// A time on a boundary is past: the next is a period later. Cron expressions keep
+	// their own times.
+	sc := provisionedJob(t, ScheduleConfig{Cron: "@every 1h30m", File: job})
+	on := time.Unix(20*5400, 0)
+	if next := sc.schedule.Next(on); !next.Equal(on.Add(90 * time.Minute)) {
+		t.Errorf("@every 1h30m after %v (a multiple of 1h30m) is %v", on, next)
+	}
+	sc = provisionedJob(t, ScheduleConfig{Cron: "7 * * * *", File: job})
+	at := time.Date(2026, 12, 2, 10, 3, 0, 0, time.Local)
+	if next := sc.schedule.Next(at); !next.Equal(time.Date(2026, 12, 2, 10, 7, 0, 0, time.Local)) {
+		t.Errorf("7 * * * * after 10:03 is %v", next)
 	}
 }

@@ -69,13 +69,18 @@ func leaseFor(url string) (*scheduleLease, error) {
 func (l *scheduleLease) take(job string, due time.Time, hold time.Duration) (won bool, token int64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
 	defer cancel()
-	key := leaseKeyPrefix + job + ":" + strconv.FormatInt(due.Unix(), 10)
-	won, err = l.client.SetNX(ctx, key, l.instance, hold).Result()
+	won, err = l.client.SetNX(ctx, leaseKey(job, due), l.instance, hold).Result()
 	if err != nil || !won {
 		return false, 0, err
 	}
 	token, err = l.client.Incr(ctx, leaseKeyPrefix+job+":token").Result()
 	return true, token, err
+}
+
+// leaseKey is the key of the time due of job: instances that compute the same one share
+// that time.
+func leaseKey(job string, due time.Time) string {
+	return leaseKeyPrefix + job + ":" + strconv.FormatInt(due.Unix(), 10)
 }
 
 // leaseHold is how long the key of a time lives: the job's period, doubled, and at
