@@ -5,6 +5,8 @@ package phpworker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/php-worker/php_worker/go-module/internal/core"
 	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
@@ -41,7 +44,10 @@ type ScheduleConfig struct {
 	// The command line after the script.
 	Args []string `json:"args,omitempty"`
 
-	// For logs and metrics. Default: the script's file name and the args.
+	// For logs and metrics. Default: the script's file name and the args. With a lease,
+	// a name set here is the job's part of its keys as it is, so it must be unique in
+	// the Redis database; a default one is followed by a hash of the script's absolute
+	// path and the args (see defaultLeaseJob).
 	Name string `json:"name,omitempty"`
 
 	// Extra $_SERVER and getenv() values of its runs. Each run also sees
@@ -59,6 +65,7 @@ type ScheduleConfig struct {
 	schedule cron.Schedule
 	worker   WorkerConfig // what a run of the script is, to the core
 	lease    *scheduleLease
+	leaseJob string // the job's part of its lease keys
 }
 
 // parseSchedule reads `schedule <cron> <script> [<args>...]`, with an optional block
@@ -128,9 +135,31 @@ func (a *App) provisionSchedules() error {
 			if sc.lease, err = leaseFor(sc.Lease); err != nil {
 				return fmt.Errorf("schedule %s: %w", name, err)
 			}
+			sc.leaseJob = name
+			if sc.Name == "" {
+				if sc.leaseJob, err = defaultLeaseJob(name, sc.File, sc.Args); err != nil {
+					return fmt.Errorf("schedule %s: %w", name, err)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// defaultLeaseJob is the part of its lease keys of a job with no name of its own: its
+// default name, which other apps' jobs may have too (every Laravel app's is `artisan
+// schedule:run`), then a hash of the script's absolute path, as configured, and the
+// args. The instances of one app, deployed alike, agree on it; apps in other folders
+// sharing the Redis database do not. The path is not resolved: a deploy that moves a
+// symlink (current -> releases/N) keeps the key, so the instances that reloaded and
+// those that did not yet still share the times.
+func defaultLeaseJob(name, file string, args []string) (string, error) {
+	abs, err := caddy.FastAbs(file)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(strings.Join(append([]string{abs}, args...), "\x00")))
+	return name + "@" + hex.EncodeToString(sum[:4]), nil
 }
 
 // epochSchedule is the schedule of `@every <period>`: the times that are whole multiples
@@ -272,7 +301,7 @@ func (sc *ScheduleConfig) start(rt *phpruntime.Runtime, logger *zap.Logger, due,
 		defer jobsRunning.Delete(name)
 		env := [][2]string{{"PHP_WORKER_SCHEDULE_DUE", strconv.FormatInt(due.Unix(), 10)}}
 		if sc.lease != nil {
-			won, token, err := sc.lease.take(name, due, leaseHold(due, next))
+			won, token, err := sc.lease.take(sc.leaseJob, due, leaseHold(due, next))
 			if err != nil {
 				logger.Error("scheduled job not run: its lease could not be taken, so no instance can tell "+
 					"whether another runs it", zap.String("job", name), zap.Time("due", due), zap.Error(err))

@@ -5,6 +5,7 @@ package phpworker
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -72,7 +73,7 @@ func TestEveryTimesAreTheSameOnEveryInstance(t *testing.T) {
 		due := sc.schedule.Next(scheduleClockOf(wall.now).now())
 		var keys []string
 		for range 3 {
-			keys = append(keys, leaseKey(sc.worker.Name, due))
+			keys = append(keys, leaseKey(sc.leaseJob, due))
 			due = sc.schedule.Next(due)
 		}
 		if first == nil {
@@ -95,5 +96,57 @@ func TestEveryTimesAreTheSameOnEveryInstance(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 3, 0, 0, time.Local)
 	if next := sc.schedule.Next(at); !next.Equal(time.Date(2026, 12, 2, 10, 7, 0, 0, time.Local)) {
 		t.Errorf("7 * * * * after 10:03 is %v", next)
+	}
+}
+
+func TestDefaultLeaseKeysAreTheAppsOwn(t *testing.T) {
+	dir := t.TempDir()
+	for _, app := range []string{"a", "b", "releases/1", "releases/2"} {
+		if err := os.MkdirAll(filepath.Join(dir, app), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, app, "artisan"), []byte("<?php\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const redisURL = "redis://127.0.0.1:1/0"
+	key := func(file string, args []string, name string) string {
+		sc := provisionedJob(t, ScheduleConfig{Cron: "* * * * *", File: file, Args: args, Name: name, Lease: redisURL})
+		if name == "" && sc.worker.Name != strings.Join(append([]string{"artisan"}, args...), " ") {
+			t.Errorf("the default name of the logs and metrics is %q", sc.worker.Name)
+		}
+		return sc.leaseJob
+	}
+	run := []string{"schedule:run"}
+	a, b := filepath.Join(dir, "a", "artisan"), filepath.Join(dir, "b", "artisan")
+
+	// Two apps, each with its schedule:run and the default name, share a database.
+	if ka, kb := key(a, run, ""), key(b, run, ""); ka == kb || !strings.HasPrefix(ka, "artisan schedule:run@") {
+		t.Errorf("the default keys of two apps are %q and %q: they must differ, and start with the name", ka, kb)
+	}
+	if key(a, run, "") == key(a, []string{"schedule:run", "--verbose"}, "") {
+		t.Error("the args are part of the key")
+	}
+	// The instances of one app agree: same path, same args, same key.
+	if k1, k2 := key(a, run, ""), key(a, run, ""); k1 != k2 {
+		t.Errorf("two instances of one app lease %q and %q", k1, k2)
+	}
+	// A deploy that moves a symlink (current -> releases/N) under instances that reload
+	// one after the other: the old and the new release still share the times.
+	current := filepath.Join(dir, "current")
+	var keys []string
+	for _, release := range []string{"releases/1", "releases/2"} {
+		_ = os.Remove(current)
+		if err := os.Symlink(filepath.Join(dir, release), current); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key(filepath.Join(current, "artisan"), run, ""))
+	}
+	if keys[0] != keys[1] {
+		t.Errorf("the releases before and after a deploy lease %q and %q", keys[0], keys[1])
+	}
+	// A name set is the key as it is: the same job wherever its script lies.
+	if ka, kb := key(a, run, "scheduler"), key(b, run, "scheduler"); ka != "scheduler" || kb != "scheduler" {
+		t.Errorf("jobs named scheduler lease %q and %q", ka, kb)
 	}
 }
