@@ -32,6 +32,11 @@ const childFD = 3
 // RunChild serves the engine of a child process until the Caddy process closes the
 // wire or goes away; it returns the process's exit status.
 func RunChild() int {
+	// First, before PHP can start a program: the exec that made this process cleared
+	// close-on-exec on the wire and the taken table. A program a script starts (exec,
+	// proc_open) holding the wire would keep it open past this process's death.
+	syscall.CloseOnExec(childFD)
+	syscall.CloseOnExec(takenFD)
 	// Non-blocking, so the wire's reads and writes wait in Go's poller, not on threads.
 	if err := syscall.SetNonblock(childFD, true); err != nil {
 		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")

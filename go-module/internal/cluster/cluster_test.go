@@ -348,7 +348,7 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	table.Close()
-	cmd := exec.Command("true") // a real process for the read loop's end to reap
+	cmd := exec.Command("sleep", "30") // a real process for the read loop's end to kill and reap
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -356,9 +356,11 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 	c.stopping.Store(true) // no replacement when the link ends
 	p := &proc{c: c, cmd: cmd, link: newLink(ours), taken: taken, trail: &trailWriter{out: io.Discard},
 		inflight: map[uint64]held{7: {slot: noSlot}}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
-		exited: make(chan struct{}), generations: map[uint32]map[uint32]uint32{}, base: map[uint32]uint32{},
-		pools: map[uint32]bool{}}
+		exited: make(chan struct{}), trailDone: make(chan struct{}), generations: map[uint32]map[uint32]uint32{},
+		base: map[uint32]uint32{}, pools: map[uint32]bool{}}
+	close(p.trailDone)
 	p.alive.Store(true)
+	go p.watch()
 	go p.readLoop(newReader(ours))
 
 	// The child: it finished request 7 before the cancel came, then says so.

@@ -42,8 +42,12 @@ type proc struct {
 	cancels  map[uint64]chan bool
 	nextCall uint64
 	dead     bool
-	exited   chan struct{} // closed once the process was reaped
+	exited   chan struct{} // closed once the process was reaped (watch)
 	state    *os.ProcessState
+	// ending: stop closed the wire, and the child exits on its own; trailDone is closed
+	// once its standard error ended.
+	ending    atomic.Bool
+	trailDone chan struct{}
 
 	// generations maps each pool's cluster generations to this child's own (guarded by
 	// the cluster's mu); base is the cluster generation of each pool when it started.
@@ -93,15 +97,23 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	_ = syscall.SetNonblock(fds[0], true)
 	ours, theirs := os.NewFile(uintptr(fds[0]), "php_worker wire"), os.NewFile(uintptr(fds[1]), "php_worker wire")
 	cmd := exec.Command(c.opts.Command[0], c.opts.Command[1:]...)
+	// Standard error through a pipe copied by a goroutine of our own, not one exec
+	// makes: cmd.Wait would wait for that one's copy, which a process the script started
+	// may hold open long after the child is gone, and Wait must return at its end.
+	errRead, errWrite, err := os.Pipe()
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, fmt.Errorf("the standard error of a PHP process: %w", err)
+	}
 	trail := &trailWriter{out: os.Stderr}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stderr, trail
-	// Wait waits for the standard error copy, which a process the script started could
-	// hold open: bounded, so a dead child is always reaped and replaced.
-	cmd.WaitDelay = time.Second
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stderr, errWrite
 	taken, table, err := newTakenTable()
 	if err != nil {
 		ours.Close()
 		theirs.Close()
+		errRead.Close()
+		errWrite.Close()
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{theirs, table} // descriptors 3 and 4
@@ -111,18 +123,26 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	err = cmd.Start()
 	theirs.Close()
 	table.Close()
+	errWrite.Close()
 	if err != nil {
 		ours.Close()
+		errRead.Close()
 		taken.unmap()
 		return nil, fmt.Errorf("starting a PHP process: %w", err)
 	}
 	p := &proc{
 		c: c, slot: i, cmd: cmd, link: newLink(ours), taken: taken, trail: trail, start: time.Now(), backoff: backoff,
 		inflight: map[uint64]held{}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
-		exited: make(chan struct{}), generations: map[uint32]map[uint32]uint32{}, base: map[uint32]uint32{},
-		pools: map[uint32]bool{},
+		exited: make(chan struct{}), trailDone: make(chan struct{}), generations: map[uint32]map[uint32]uint32{},
+		base: map[uint32]uint32{}, pools: map[uint32]bool{},
 	}
 	p.alive.Store(true)
+	go func() {
+		_, _ = io.Copy(trail, errRead)
+		errRead.Close()
+		close(p.trailDone)
+	}()
+	go p.watch()
 	go p.readLoop(newReader(ours))
 
 	c.mu.Lock()
@@ -170,6 +190,17 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	}
 	c.logger().Info("PHP process started", zap.Int("process", i), zap.Int("pid", cmd.Process.Pid))
 	return p, nil
+}
+
+// watch reaps the child when it ends, and closes its wire then: the death is seen
+// whatever holds the other end of the socket (a fork of the child, or a program it
+// started before the wire was close-on-exec), and the read loop's end answers what the
+// child held.
+func (p *proc) watch() {
+	_ = p.cmd.Wait()
+	p.state = p.cmd.ProcessState
+	close(p.exited)
+	p.link.close()
 }
 
 // exitedHow says how the process ended ("killed by SIGABRT", "exit status 1"), once its
@@ -480,11 +511,19 @@ func (p *proc) answerLost(handle uint64) {
 		Refusal: core.RefusedProcessDied, Thread: -1}, true)
 }
 
-// died answers every request the child held, reaps it and, unless the cluster stops,
-// starts its replacement after the slot's pause.
+// died ends and reaps the child, answers every request it held and, unless the cluster
+// stops, starts its replacement after the slot's pause.
 func (p *proc) died() {
 	p.alive.Store(false)
 	p.link.close()
+	// The child is gone before its taken table is read: one declared dead while it runs
+	// (its wire failed) could otherwise hand a request to a PHP thread after the read,
+	// and that request, resent elsewhere, would run twice. A child that stop ends exits
+	// on its own once its wire closes (stop kills it if it lingers).
+	if !p.ending.Load() {
+		p.kill()
+	}
+	<-p.exited
 	p.mu.Lock()
 	p.dead = true
 	var lost, answered []uint64
@@ -526,10 +565,13 @@ func (p *proc) died() {
 			p.answerLost(h.s.handle)
 		}
 	}
-	_ = p.cmd.Wait()
+	// Its last lines of standard error, the crash trail among them, unless a program it
+	// started holds the pipe open.
+	select {
+	case <-p.trailDone:
+	case <-time.After(time.Second):
+	}
 	p.trail.end()
-	p.state = p.cmd.ProcessState
-	close(p.exited)
 	how, status := exitDescription(p.state)
 	p.c.mu.Lock()
 	debugChild := p.slot == p.c.debugSlot() && p.c.debug == p
@@ -627,6 +669,7 @@ func (p *proc) kill() {
 
 // stop ends the child: it exits when its wire closes; killed if it lingers.
 func (p *proc) stop() {
+	p.ending.Store(true)
 	p.link.close()
 	select {
 	case <-p.exited:

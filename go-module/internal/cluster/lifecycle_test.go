@@ -1,0 +1,168 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// fakeChildEnv makes the test binary a fake child: spawn runs it as its child command.
+const fakeChildEnv = "PHP_WORKER_TEST_FAKE_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeChildEnv); mode != "" {
+		os.Exit(fakeChild(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeChild answers the wire as a child does, without PHP: every control call succeeds.
+// At its first request it fails as mode says:
+//   - "garbage": it sends a frame past the size limit, and lives on;
+//   - "orphan": it starts a process that inherits the wire (as a program a script
+//     starts did before close-on-exec), and exits.
+func fakeChild(mode string) int {
+	f := os.NewFile(childFD, "php_worker wire")
+	l := newLink(f)
+	r := newReader(f)
+	for {
+		kind, id, payload, err := r.next()
+		if err != nil {
+			return 0
+		}
+		switch kind {
+		case kindCall:
+			l.send(kindReply, id, fakeReply(payload))
+		case kindSubmit:
+			switch mode {
+			case "garbage":
+				var head [headLen]byte
+				binary.LittleEndian.PutUint32(head[:], ^uint32(0))
+				_, _ = f.Write(head[:])
+				time.Sleep(time.Minute)
+				return 0
+			case "orphan":
+				cmd := exec.Command("sleep", "5")
+				cmd.ExtraFiles = []*os.File{f}
+				_ = cmd.Start()
+				return 7
+			}
+		}
+	}
+}
+
+// fakeReply is the fake child's answer to a control call.
+func fakeReply(payload []byte) []byte {
+	return []byte(`{}`)
+}
+
+// recordingHost is a core.Host that keeps each response, noting whether the process
+// of pid still ran when it came.
+type recordingHost struct {
+	pid       atomic.Int64
+	responses chan recorded
+}
+
+type recorded struct {
+	resp     core.Response
+	childRan bool
+}
+
+func (h *recordingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+	h.responses <- recorded{resp: resp, childRan: running(int(h.pid.Load()))}
+	return true
+}
+func (h *recordingHost) ReadBody(handle uintptr, buf []byte) int { return -1 }
+func (h *recordingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewNop() }
+
+// running tells whether a process runs: it exists and is not a zombie.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// fakeCluster is a cluster whose children are fake children of mode; it stops at
+// once, so a dead child's requests are answered, not resent, and it is not replaced.
+func fakeCluster(t *testing.T, mode string) (*Cluster, *recordingHost) {
+	t.Setenv(fakeChildEnv, mode)
+	host := &recordingHost{responses: make(chan recorded, 4)}
+	previous := core.CurrentHost()
+	core.SetHost(host)
+	t.Cleanup(func() { core.SetHost(previous) })
+	c := &Cluster{opts: Options{Processes: 2, Command: []string{os.Args[0], "-test.run=^$"}},
+		pools: map[uint32]*pool{}, stopped: make(chan struct{})}
+	c.stopping.Store(true)
+	return c, host
+}
+
+func submitOne(p *proc) {
+	b := core.RequestBuffer{Strings: []byte("GET/"), Spans: []uint32{0, 3, 3, 1}, ContentLength: -1}
+	p.submit(&Submitted{handle: 7}, core.ClassicPool, 0, &b)
+}
+
+// A child declared dead while it still runs (here: it broke the wire) could still hand
+// its queued requests to its PHP threads. It is killed and reaped before the Caddy
+// process reads which requests it took, so none runs twice.
+func TestAChildWhoseWireFailsIsKilledBeforeItsRequestsAreAnswered(t *testing.T) {
+	c, host := fakeCluster(t, "garbage")
+	p, err := c.spawn(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	host.pid.Store(int64(p.cmd.Process.Pid))
+	submitOne(p)
+	select {
+	case r := <-host.responses:
+		if r.resp.Refusal != core.RefusedProcessDied {
+			t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
+		}
+		if r.childRan {
+			t.Error("the request was answered while its child still ran: a PHP thread there could take it yet")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request of a child whose wire failed was never answered")
+	}
+	if how := p.exitedHow(5 * time.Second); how != "killed by SIGKILL" {
+		t.Errorf("the child ended: %s, want killed by SIGKILL", how)
+	}
+}
+
+// A child that exits while a process it started holds the other end of its socket: the
+// socket never ends, but the Caddy process sees the death at once and answers.
+func TestAChildThatExitsIsSeenDeadWhateverHoldsItsSocket(t *testing.T) {
+	c, host := fakeCluster(t, "orphan")
+	p, err := c.spawn(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	submitOne(p)
+	select {
+	case r := <-host.responses:
+		if r.resp.Refusal != core.RefusedProcessDied {
+			t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a child that exited was not seen dead while a process it started held its socket")
+	}
+	if how := p.exitedHow(time.Second); how != "exit status 7" {
+		t.Errorf("the child ended: %s, want exit status 7", how)
+	}
+}

@@ -1,0 +1,115 @@
+"""`processes N`: the life of a child process (docs/processes.md). A program a script
+starts holds none of the child's descriptors, and the child's death is seen whatever
+holds its socket."""
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from conftest import eventually, http_get, make_caddyfile
+
+DIED = "a PHP process died; the requests it ran were answered 502, and it is replaced"
+
+SLEEP = """<?php
+// Sleeps ?ms= milliseconds and names the process that ran it.
+usleep((int) ($_GET['ms'] ?? 0) * 1000);
+echo "pid=" . getmypid();
+"""
+
+# Starts a program that outlives the script (its output to /dev/null, as a script that
+# launches a daemon does), notes its pid and the child's in ?marker=, then the child
+# dies with it running.
+ORPHAN = """<?php
+$orphan = trim(exec('sleep 300 > /dev/null 2>&1 & echo $!'));
+file_put_contents($_GET['marker'], $orphan . ' ' . getmypid());
+posix_kill(getmypid(), 9); // SIGKILL
+sleep(10);
+"""
+
+
+def app(tmp_path, **scripts):
+    """A site root in tmp_path with sleep.php and the scripts given (name: source)."""
+    root = tmp_path / "public"
+    root.mkdir(exist_ok=True)
+    (root / "sleep.php").write_text(SLEEP)
+    for name, source in scripts.items():
+        (root / f"{name}.php").write_text(source)
+    return root
+
+
+def caddyfile(root, processes=2, threads=4, extra=""):
+    def make(port, admin):
+        return make_caddyfile(port, admin, app=root, threads=threads,
+                              global_extra=f"\t\tprocesses {processes}\n{extra}")
+    return make
+
+
+def pid_of(text):
+    return int(text[4:].split()[0]) if text.startswith("pid=") else None
+
+
+def running_pids(threads):
+    return {p["pid"] for p in threads["processes"] if p["state"] == "running"}
+
+
+def in_background(call):
+    """Runs call() on a thread; the returned dict gets "result" or "error"."""
+    out = {}
+
+    def run():
+        try:
+            out["result"] = call()
+        except Exception as e:  # noqa: BLE001 (kept for the assertion)
+            out["error"] = repr(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    out["thread"] = t
+    return out
+
+
+def socket_descriptors(pid):
+    """The sockets and memfds among the open descriptors of a process: {fd: target}."""
+    found = {}
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:") or target.startswith("/memfd:"):
+            found[int(fd.name)] = target
+    return found
+
+
+def test_a_program_a_script_starts_holds_no_wire_and_the_death_is_seen(start_server, tmp_path):
+    """A script starts `sleep 300 &`, then its child dies (SIGKILL) while it runs. The
+    program holds neither the child's socket (descriptor 3) nor its taken table (4): the
+    death is logged at once, the request is answered 502, the child is replaced, and
+    the server serves and answers its admin API."""
+    marker = tmp_path / "orphan.txt"
+    srv = start_server("lifecycle-orphan", caddyfile(app(tmp_path, orphan=ORPHAN)))
+    before = running_pids(srv.threads())
+    started = time.monotonic()
+    answer = in_background(lambda: srv.get(f"/orphan.php?marker={marker}", timeout=20).status)
+    orphan = None
+    try:
+        assert eventually(lambda: marker.exists() and len(marker.read_text().split()) == 2)
+        orphan, victim = (int(x) for x in marker.read_text().split())
+        died = srv.wait_log(lambda e: e.get("msg") == DIED, timeout=5)
+        assert died, f"no death logged {time.monotonic() - started:.1f}s after the child was killed"
+        assert died[0]["pid"] == victim and died[0]["how"] == "killed by SIGKILL", died
+        answer["thread"].join(10)
+        assert answer.get("result") == 502, answer
+        assert Path(f"/proc/{orphan}").exists(), "the program the script started lives on"
+        assert socket_descriptors(orphan) == {}, "the program holds the child's wire or taken table"
+        assert eventually(lambda: len(running_pids(srv.threads())) == 2
+                          and victim not in running_pids(srv.threads()), timeout=15)
+        assert running_pids(srv.threads()) != before
+        assert all(http_get(srv.port, "/sleep.php")[0] == 200 for _ in range(10))
+    finally:
+        if orphan:
+            try:
+                os.kill(orphan, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert srv.stop() == 0
