@@ -1,6 +1,6 @@
 """`processes N`: the life of a child process (docs/processes.md). A program a script
 starts holds none of the child's descriptors, and the child's death is seen whatever
-holds its socket."""
+holds its socket; the signals that stop a server do not end a child."""
 import os
 import signal
 import threading
@@ -112,4 +112,29 @@ def test_a_program_a_script_starts_holds_no_wire_and_the_death_is_seen(start_ser
                 os.kill(orphan, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    assert srv.stop() == 0
+
+
+def test_a_process_lives_through_the_signals_that_stop_a_server(start_server, tmp_path):
+    """`pkill php_worker` signals the children too: a child that gets SIGTERM, SIGINT,
+    SIGHUP and SIGQUIT while it runs a request finishes it (200) and serves on; only the
+    Caddy process decides when a child ends."""
+    srv = start_server("lifecycle-signals", caddyfile(app(tmp_path)))
+    children = running_pids(srv.threads())
+    answer = in_background(lambda: srv.get("/sleep.php?ms=2500", timeout=20))
+    assert eventually(lambda: any(p["requests"] == 1 for p in srv.threads()["processes"]))
+    busy = next(p["pid"] for p in srv.threads()["processes"] if p["requests"] == 1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        try:
+            os.kill(busy, sig)
+        except ProcessLookupError:
+            raise AssertionError(f"the child died before {sig.name}: {srv.log_text()[-2000:]}") from None
+        time.sleep(0.2)
+    answer["thread"].join(20)
+    r = answer.get("result")
+    assert r is not None and (r.status, pid_of(r.text)) == (200, busy), answer
+    assert not [e for e in srv.log_entries() if e.get("msg") == DIED], srv.log_text()[-3000:]
+    assert running_pids(srv.threads()) == children
+    served = {pid_of(srv.get("/sleep.php").text) for _ in range(10)}
+    assert served == children, served
     assert srv.stop() == 0

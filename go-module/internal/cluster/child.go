@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +38,11 @@ func RunChild() int {
 	// proc_open) holding the wire would keep it open past this process's death.
 	syscall.CloseOnExec(childFD)
 	syscall.CloseOnExec(takenFD)
+	// The child's life is the wire's: the signals that stop a server (`pkill php_worker`
+	// reaches the children too) leave it to the Caddy process, which drains and ends it.
+	// Caught and dropped rather than ignored, since an ignored signal stays ignored in
+	// the programs PHP starts; SIGQUIT too, whose Go default would dump and exit.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	// Non-blocking, so the wire's reads and writes wait in Go's poller, not on threads.
 	if err := syscall.SetNonblock(childFD, true); err != nil {
 		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
