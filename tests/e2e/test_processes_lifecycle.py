@@ -1,13 +1,16 @@
 """`processes N`: the life of a child process (docs/processes.md). A program a script
 starts holds none of the child's descriptors, and the child's death is seen whatever
-holds its socket; the signals that stop a server do not end a child."""
+holds its socket; the signals that stop a server do not end a child; a child's
+php://stdout is the server's standard output."""
+import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
 
-from conftest import eventually, http_get, make_caddyfile
+from conftest import CADDY, REPO, eventually, free_port, http_get, make_caddyfile
 
 DIED = "a PHP process died; the requests it ran were answered 502, and it is replaced"
 
@@ -138,3 +141,83 @@ def test_a_process_lives_through_the_signals_that_stop_a_server(start_server, tm
     served = {pid_of(srv.get("/sleep.php").text) for _ in range(10)}
     assert served == children, served
     assert srv.stop() == 0
+
+
+class Started:
+    """A server run from `binary` with a Caddyfile, its standard output and standard
+    error each in a file of its own (conftest's Server merges them)."""
+
+    def __init__(self, workdir, make, binary=CADDY):
+        self.port, self.admin_port, self.workdir = free_port(), free_port(), workdir
+        config = workdir / "Caddyfile"
+        config.write_text(make(self.port, self.admin_port))
+        self.out_path, self.err_path = workdir / "stdout.log", workdir / "stderr.log"
+        self.out, self.err = open(self.out_path, "wb"), open(self.err_path, "wb")
+        self.proc = subprocess.Popen([str(binary), "run", "--config", str(config), "--adapter", "caddyfile"],
+                                     stdout=self.out, stderr=self.err, cwd=str(REPO),
+                                     env=dict(os.environ, HOME=str(workdir), XDG_CONFIG_HOME=str(workdir),
+                                              XDG_DATA_HOME=str(workdir)))
+        ready = eventually(lambda: self.proc.poll() is not None or "PHP engine started" in self.stderr(), timeout=30)
+        if not ready or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError(f"the server did not start:\n{self.stderr()[-3000:]}")
+
+    def stdout(self):
+        return self.out_path.read_text(errors="replace")
+
+    def stderr(self):
+        return self.err_path.read_text(errors="replace")
+
+    def php_lines(self):
+        """The lines of standard error that are not the admin API's request log."""
+        return "\n".join(line for line in self.stderr().splitlines() if '"logger":"admin.api"' not in line)
+
+    def threads(self):
+        status, body, _ = http_get(self.admin_port, "/php_worker/threads")
+        assert status == 200, body
+        return json.loads(body)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+        self.err.close()
+        return self.proc.returncode
+
+
+# A background worker and a scheduled job that write a line to php://stdout.
+STDOUT_BACKGROUND = """<?php
+file_put_contents('php://stdout', "background-stdout-marker " . getmypid() . "\\n");
+while (!php_worker_wait_stop(5)) {
+}
+"""
+STDOUT_JOB = """<?php
+file_put_contents('php://stdout', "job-stdout-marker " . getmypid() . "\\n");
+"""
+
+
+def test_the_stdout_of_a_process_is_the_servers_standard_output(tmp_path):
+    """A background worker and a scheduled job in children write to php://stdout: the
+    lines come out on the server's standard output, as with processes 1, and not on
+    its standard error."""
+    (tmp_path / "background.php").write_text(STDOUT_BACKGROUND)
+    (tmp_path / "job.php").write_text(STDOUT_JOB)
+    extra = f"""\t\tbackground {tmp_path}/background.php
+		schedule "@every 1s" {tmp_path}/job.php
+"""
+    srv = Started(tmp_path, caddyfile(app(tmp_path), extra=extra))
+    try:
+        children = running_pids(srv.threads())
+        assert eventually(lambda: "background-stdout-marker" in srv.stdout() and "job-stdout-marker" in srv.stdout(),
+                          timeout=10), f"stdout: {srv.stdout()[-1000:]!r}; in stderr: " \
+                                       f"{[line for line in srv.stderr().splitlines() if 'stdout-marker' in line]}"
+        assert "stdout-marker" not in srv.stderr()
+        writers = {int(line.split()[1]) for line in srv.stdout().splitlines() if "stdout-marker" in line}
+        assert writers and writers <= children, (writers, children)
+    finally:
+        assert srv.stop() == 0

@@ -107,7 +107,9 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 		return nil, fmt.Errorf("the standard error of a PHP process: %w", err)
 	}
 	trail := &trailWriter{out: os.Stderr}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stderr, errWrite
+	// Its standard output is the server's, as in one process: php://stdout of a
+	// scheduled job or a background worker writes there.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, errWrite
 	taken, table, err := newTakenTable()
 	if err != nil {
 		ours.Close()
