@@ -1,9 +1,11 @@
 """`processes N`: the life of a child process (docs/processes.md). A program a script
 starts holds none of the child's descriptors, and the child's death is seen whatever
 holds its socket; the signals that stop a server do not end a child; a child's
-php://stdout is the server's standard output."""
+php://stdout is the server's standard output; a child is the image the server runs,
+even once an upgrade replaced its file."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -219,5 +221,38 @@ def test_the_stdout_of_a_process_is_the_servers_standard_output(tmp_path):
         assert "stdout-marker" not in srv.stderr()
         writers = {int(line.split()[1]) for line in srv.stdout().splitlines() if "stdout-marker" in line}
         assert writers and writers <= children, (writers, children)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_a_new_process_runs_the_servers_image_after_its_file_is_replaced(tmp_path):
+    """The server runs from a file an upgrade then replaces (renamed over, as dpkg
+    does). A child that dies is replaced by a child of the image the server runs, the
+    replaced file's, not of the new file at that path: it serves, and its
+    /proc/<pid>/exe is the old (deleted) file; its command line and name are the path's."""
+    binary = tmp_path / "php_worker"
+    shutil.copy2(CADDY, binary)
+    image = os.stat(binary)
+    srv = Started(tmp_path, caddyfile(app(tmp_path)), binary=binary)
+    try:
+        before = sorted(srv.threads()["processes"], key=lambda p: p["process"])
+        assert len(before) == 2
+        upgrade = tmp_path / "php_worker.new"
+        upgrade.write_text("#!/bin/sh\necho 'the new file at the path ran' >&2\nexit 3\n")
+        upgrade.chmod(0o755)
+        os.rename(upgrade, binary)
+        victim = before[0]["pid"]
+        os.kill(victim, signal.SIGKILL)
+        assert eventually(lambda: len(running_pids(srv.threads())) == 2
+                          and victim not in running_pids(srv.threads()), timeout=15), srv.php_lines()[-3000:]
+        assert "the new file at the path ran" not in srv.stderr()
+        new = (running_pids(srv.threads()) - {p["pid"] for p in before}).pop()
+        exe = Path(f"/proc/{new}/exe")
+        assert os.readlink(exe) == f"{binary} (deleted)", os.readlink(exe)
+        assert (os.stat(exe).st_ino, os.stat(exe).st_dev) == (image.st_ino, image.st_dev)
+        assert Path(f"/proc/{new}/cmdline").read_bytes().split(b"\0")[:2] == [str(binary).encode(), b"php-worker-child"]
+        assert Path(f"/proc/{new}/comm").read_text().strip() == "php_worker"
+        served = {pid_of(http_get(srv.port, "/sleep.php")[1].decode()) for _ in range(10)}
+        assert new in served, served
     finally:
         assert srv.stop() == 0

@@ -43,6 +43,7 @@ func RunChild() int {
 	// Caught and dropped rather than ignored, since an ignored signal stays ignored in
 	// the programs PHP starts; SIGQUIT too, whose Go default would dump and exit.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	nameProcess()
 	// Non-blocking, so the wire's reads and writes wait in Go's poller, not on threads.
 	if err := syscall.SetNonblock(childFD, true); err != nil {
 		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
@@ -327,6 +328,8 @@ type call struct {
 	MS         int64           `json:"ms,omitempty"`
 	CPU        bool            `json:"cpu,omitempty"`
 	Debug      bool            `json:"debug,omitempty"`
+	// Build is the Caddy process's build (buildID), with a start.
+	Build string `json:"build,omitempty"`
 }
 
 type reply struct {
@@ -359,6 +362,10 @@ func (c *child) run(req *call) (any, error) {
 	if req.Op == opStart {
 		if c.engine.Load() != nil {
 			return nil, errors.New("PHP runs already")
+		}
+		if own := buildID(); req.Build != own {
+			return nil, fmt.Errorf("this PHP process is build %q of php_worker, not the Caddy process's %q: "+
+				"the binary was replaced since the server started (an upgrade?); restart the server", own, req.Build)
 		}
 		c.debug.Store(req.Debug)
 		core.ConfigureStores(req.Shared, req.Local)

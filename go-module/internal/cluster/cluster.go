@@ -36,7 +36,8 @@ type Options struct {
 	Shared, Local int64
 	// Logger takes the lines outside a request.
 	Logger func() *zap.Logger
-	// Command is the child's command line; by default this binary's php-worker-child.
+	// Command is the child's command line; by default the running image's (selfExe)
+	// php-worker-child.
 	Command []string
 }
 
@@ -100,11 +101,8 @@ func New(opts Options) (*Cluster, error) {
 		return nil, errors.New("a cluster has at least 2 processes")
 	}
 	if len(opts.Command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding this binary to run PHP's processes: %w", err)
-		}
-		opts.Command = []string{exe, ChildCommand}
+		// The running image, not the binary's path, which an upgrade may have replaced.
+		opts.Command = []string{selfExe, ChildCommand}
 	}
 	c := &Cluster{opts: opts, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
 	core.ConfigureStores(opts.Shared, opts.Local) // the shared table is this process's

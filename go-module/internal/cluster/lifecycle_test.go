@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -63,8 +64,16 @@ func fakeChild(mode string) int {
 	}
 }
 
-// fakeReply is the fake child's answer to a control call.
+// fakeReply is the fake child's answer to a control call: a start must carry the
+// build of this binary.
 func fakeReply(payload []byte) []byte {
+	var req call
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return []byte(`{"error":"unreadable call"}`)
+	}
+	if req.Op == opStart && req.Build != buildID() {
+		return []byte(`{"error":"the start carries another build"}`)
+	}
 	return []byte(`{}`)
 }
 
@@ -164,5 +173,33 @@ func TestAChildThatExitsIsSeenDeadWhateverHoldsItsSocket(t *testing.T) {
 	}
 	if how := p.exitedHow(time.Second); how != "exit status 7" {
 		t.Errorf("the child ended: %s, want exit status 7", how)
+	}
+}
+
+// A child of another build than the Caddy process's (an upgrade replaced the binary
+// before it was started) refuses to start, and says why: two builds do not share a wire.
+func TestAChildRefusesTheStartOfAnotherBuild(t *testing.T) {
+	c := &child{}
+	_, err := c.run(&call{Op: opStart, Build: "another-build"})
+	if err == nil || !strings.Contains(err.Error(), "another-build") || !strings.Contains(err.Error(), buildID()) {
+		t.Fatalf("a start from another build: %v", err)
+	}
+	if c.engine.Load() != nil {
+		t.Error("PHP started")
+	}
+}
+
+// The build id is the Go linker's, whose last part hashes the whole linked file.
+func TestTheBuildIDIsTheBinarysOwn(t *testing.T) {
+	id := buildID()
+	if id == "" {
+		t.Fatal("no build id read from /proc/self/exe")
+	}
+	out, err := exec.Command("go", "tool", "buildid", os.Args[0]).Output()
+	if err != nil {
+		t.Skipf("go tool buildid: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != id {
+		t.Errorf("build id %q, go tool buildid says %q", id, got)
 	}
 }

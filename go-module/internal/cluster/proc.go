@@ -97,6 +97,12 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	_ = syscall.SetNonblock(fds[0], true)
 	ours, theirs := os.NewFile(uintptr(fds[0]), "php_worker wire"), os.NewFile(uintptr(fds[1]), "php_worker wire")
 	cmd := exec.Command(c.opts.Command[0], c.opts.Command[1:]...)
+	if cmd.Path == selfExe {
+		// Its command line names the binary by its path, as before an upgrade replaced it.
+		if exe, err := os.Executable(); err == nil {
+			cmd.Args[0] = exe
+		}
+	}
 	// Standard error through a pipe copied by a goroutine of our own, not one exec
 	// makes: cmd.Wait would wait for that one's copy, which a process the script started
 	// may hold open long after the child is gone, and Wait must return at its end.
@@ -171,7 +177,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	p.version = version
 	c.mu.Unlock()
 	debug := c.logger().Core().Enabled(zap.DebugLevel)
-	steps := []call{{Op: opStart, Settings: settings, Shared: shared, Local: local, Debug: debug},
+	steps := []call{{Op: opStart, Settings: settings, Shared: shared, Local: local, Debug: debug, Build: buildID()},
 		{Op: opAutoscale, N: share(scale.max, i, c.opts.Processes), MS: scale.idle.Milliseconds()},
 		{Op: opDeadlines, N: deadline.maxStuck, MS: deadline.grace.Milliseconds()},
 		{Op: opResizeClassic, N: share(classic, i, c.opts.Processes)}}
