@@ -302,11 +302,24 @@ func (site *Site) truncated(w http.ResponseWriter, pr *phpRequest) error {
 }
 
 // refused answers a request the core handed back without serving it, for the reason it
-// gave: every such answer is written here.
+// gave: every such answer is written here. A refusal after the headers left (the PHP
+// process running the request died in the middle of its response) cuts the response
+// off, so the client sees it incomplete rather than whole.
 func (site *Site) refused(w http.ResponseWriter, pr *phpRequest, route Route) error {
 	pr.mu.Lock()
-	why, bodyErr := pr.refusal, pr.bodyErr
+	why, bodyErr, sent := pr.refusal, pr.bodyErr, pr.sent
 	pr.mu.Unlock()
+	if why.code == core.RefusedProcessDied {
+		// The PHP process running it died (processes above 1): the cluster logged how.
+		// Logged here, for a cut-off ends the handler.
+		if sent {
+			site.Logger.Error("the PHP process running this request died after its response began; cutting it off",
+				zap.String("uri", pr.uri))
+		} else {
+			site.Logger.Error("the PHP process running this request died; answering 502", zap.String("uri", pr.uri))
+		}
+	}
+	pr.abandonOrAbort()
 	pool := "the classic PHP threads"
 	if route.Pool != nil {
 		pool = "worker " + route.Name
@@ -317,8 +330,6 @@ func (site *Site) refused(w http.ResponseWriter, pr *phpRequest, route Route) er
 	case core.RefusedBootFailing:
 		return site.unavailable(w, pool+" fails to start; the server log says why", why.retryAfter)
 	case core.RefusedProcessDied:
-		// The PHP process running it died (processes above 1): the cluster logged how.
-		site.Logger.Error("the PHP process running this request died; answering 502", zap.String("uri", pr.uri))
 		return caddyhttp.Error(http.StatusBadGateway, errors.New("php_worker: the PHP process running the request died"))
 	case core.RefusedQueueFull:
 		return site.unavailable(w, "all PHP threads are busy and the queue is full", time.Second)

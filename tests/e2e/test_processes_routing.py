@@ -1,0 +1,61 @@
+"""`processes N`: how requests find a child process, and what a client sees when none
+can serve (docs/processes.md). The crashing extension is test_processes.py's."""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import APP as BASIC_APP
+from conftest import eventually, global_options, make_caddyfile
+from test_processes import LOST, caddyfile, crashext, in_background, processes, running_pids  # noqa: F401
+from test_request_buffer import slow_upload
+
+# curl's exit statuses for a response cut off: 18, a transfer closed with bytes still
+# expected (HTTP/1.1); over HTTP/2 a stream reset or a connection closed mid-stream
+# (16, 56, 92, depending on curl's version and on which came first).
+CUT_OFF = {"http1.1": {18}, "h2c": {16, 18, 56, 92}}
+
+CUT = "the PHP process running this request died after its response began; cutting it off"
+
+CRASH_AFTER_OUTPUT = """<?php
+// 200 KB of the response leave for the client, then this process crashes.
+header('Content-Type: text/plain');
+echo str_repeat('a', 200000);
+flush();
+usleep(300000);
+pw_crash('segv');
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http1.1", "h2c"])
+def test_a_crash_after_the_headers_left_cuts_the_response_off(start_server, crashext, tmp_path, protocol):
+    """A child that crashes after its script flushed part of the response: the client
+    already has a 200 and its first bytes, so the response must end as incomplete (the
+    connection or the stream cut off), never framed as complete; the log says so."""
+    (tmp_path / "crash_after_output.php").write_text(CRASH_AFTER_OUTPUT)
+    servers = "\tservers {\n\t\tprotocols h1 h2 h2c\n\t}\n"
+
+    def make(port, admin):
+        return global_options(admin, threads=4, global_extra=f"\t\tprocesses 2\n\t\tphp_ini extension {crashext}",
+                              servers=servers) + f"""
+:{port} {{
+	bind 127.0.0.1
+	root * {tmp_path}
+	php_worker
+}}
+"""
+    srv = start_server(f"processes-cut-off-{protocol}", make)
+    flag = "--http1.1" if protocol == "http1.1" else "--http2-prior-knowledge"
+    p = subprocess.run(["curl", "-sS", flag, "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                        f"http://127.0.0.1:{srv.port}/crash_after_output.php"], capture_output=True, text=True,
+                       timeout=30)
+    status, size = p.stdout.split()
+    assert status == "200" and int(size) >= 200000, (p.stdout, p.stderr)
+    assert p.returncode in CUT_OFF[protocol], f"curl exit {p.returncode} ({p.stderr.strip()}): complete?"
+    assert srv.wait_log(lambda e: e.get("msg") == CUT), srv.log_text()[-3000:]
+    assert not [e for e in srv.log_entries() if e.get("msg") == LOST]
+    assert eventually(lambda: len(running_pids(srv)) == 2, timeout=15)
+    assert srv.stop() == 0
