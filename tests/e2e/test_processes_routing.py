@@ -59,3 +59,36 @@ def test_a_crash_after_the_headers_left_cuts_the_response_off(start_server, cras
     assert not [e for e in srv.log_entries() if e.get("msg") == LOST]
     assert eventually(lambda: len(running_pids(srv)) == 2, timeout=15)
     assert srv.stop() == 0
+
+
+def test_max_wait_time_counts_the_threads_of_the_process_holding_the_request(start_server, crashext):
+    """max_wait_time 2s, a worker with one thread per child: one child busy with an 8 s
+    request, the other with a 1 s one, then two more requests, one queued in each. The
+    one behind the 1 s request is served once it ends; the one behind the 8 s request
+    must not wait for it because the other child has a free thread by then (the children
+    do not take each other's queued requests): it is answered at max_wait_time."""
+    srv = start_server("processes-max-wait", caddyfile(crashext, threads=4, workers=2,
+                                                       extra="\t\tmax_wait_time 2s"))
+    answers = {}
+    jobs = [in_background(srv, "/w/sleep?ms=8000", answers, key="long")]
+    assert eventually(lambda: sum(p["requests"] for p in processes(srv)) == 1)
+    jobs.append(in_background(srv, "/w/sleep?ms=1000", answers, key="short"))
+    assert eventually(lambda: [p["requests"] for p in processes(srv)] == [1, 1])
+    started = time.monotonic()
+    took = {}
+
+    def timed(key):
+        r = srv.get("/w/sleep?ms=1", timeout=30)
+        answers[key], took[key] = (r.status, None), time.monotonic() - started
+
+    queued = [threading.Thread(target=timed, args=(f"queued{i}",)) for i in range(2)]
+    for t in queued:
+        t.start()
+    for t in queued:
+        t.join(30)
+    assert sorted(answers[f"queued{i}"][0] for i in range(2)) in ([200, 503], [200, 200]), answers
+    assert max(took.values()) < 5, f"a request waited for the long one: {took}"
+    for t in jobs:
+        t.join(30)
+    assert (answers["long"][0], answers["short"][0]) == (200, 200), answers
+    assert srv.stop() == 0

@@ -427,7 +427,8 @@ func (c *Cluster) DeletePool(id uint32) error {
 	})
 }
 
-// PoolWaiting is how many threads of a pool wait for a request, in all children.
+// PoolWaiting is how many threads of a pool wait for a request, in all children. A
+// request waits in one child, for that child's threads: Submitted.PoolWaiting counts those.
 func (c *Cluster) PoolWaiting(id uint32) int {
 	var n atomic.Int64
 	_ = c.each(func(p *proc) error {
@@ -649,6 +650,7 @@ func (c *Cluster) Shutdown(grace time.Duration) {
 type Submitted struct {
 	p      atomic.Pointer[proc] // the child holding it: another one if its first died
 	handle uint64
+	pool   uint32
 }
 
 // Cancel withdraws the request if no PHP thread took it yet; true when it will not run.
@@ -659,6 +661,17 @@ func (s *Submitted) Cancel() bool {
 // ClientGone tells the child holding the request that its client left.
 func (s *Submitted) ClientGone() {
 	s.p.Load().clientGone(s.handle)
+}
+
+// PoolWaiting is how many threads of the request's pool wait for a request in the child
+// holding it: only those can take it, for a child never takes another's requests.
+func (s *Submitted) PoolWaiting() int {
+	raw, err := s.p.Load().call(call{Op: opWaiting, Pool: s.pool})
+	var n int
+	if err != nil || json.Unmarshal(raw, &n) != nil {
+		return 0
+	}
+	return n
 }
 
 // Submit hands a request to the least busy child that runs the pool. Failures the child
@@ -682,7 +695,7 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 	if best == nil {
 		return nil, core.ErrStopped
 	}
-	s := &Submitted{handle: uint64(handle)}
+	s := &Submitted{handle: uint64(handle), pool: pool}
 	if !best.submit(s, pool, flags, b) {
 		return nil, core.ErrStopped
 	}

@@ -251,9 +251,9 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 			return nil
 		case <-timeout:
 			timeout = nil
-			if site.Runtime.PoolWaiting(route.Pool) > 0 {
-				// A thread of the pool is free: the request is on its way to it, and
-				// max_wait_time counts only the time no thread was free.
+			if site.freeThreads(pr, route) > 0 {
+				// A thread that can take it is free: the request is on its way to it,
+				// and max_wait_time counts only the time no such thread was free.
 				retry.Reset(site.MaxWaitTime)
 				timeout = retry.C
 				continue
@@ -266,6 +266,24 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
+}
+
+// poolWaiter is a submitted request that tells how many threads of its pool wait for a
+// request where it waits itself: one a child process holds (internal/cluster), which only
+// that process's threads can take.
+type poolWaiter interface {
+	PoolWaiting() int
+}
+
+// freeThreads is how many PHP threads that could take pr's request wait for one.
+func (site *Site) freeThreads(pr *phpRequest, route Route) int {
+	pr.mu.Lock()
+	submitted := pr.core
+	pr.mu.Unlock()
+	if w, ok := submitted.(poolWaiter); ok {
+		return w.PoolWaiting()
+	}
+	return site.Runtime.PoolWaiting(route.Pool)
 }
 
 // Requests withdrawn before a PHP thread took them, by reason.
