@@ -92,3 +92,21 @@ def test_max_wait_time_counts_the_threads_of_the_process_holding_the_request(sta
         t.join(30)
     assert (answers["long"][0], answers["short"][0]) == (200, 200), answers
     assert srv.stop() == 0
+
+
+def test_a_request_when_every_process_died_waits_only_for_a_replacement(start_server, crashext):
+    """Both children killed at once (as an OOM killer may): a request sent right after
+    is served as soon as a replacement runs, a fraction of a second later, not after the
+    30 s a request waits for PHP to start."""
+    srv = start_server("processes-all-dead", caddyfile(crashext, threads=4, workers=2))
+    before = running_pids(srv)
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.02)
+    for path in ("/sleep.php?ms=1", "/w/sleep?ms=1"):
+        started = time.monotonic()
+        r = srv.get(path, timeout=40)
+        took = time.monotonic() - started
+        assert r.status == 200 and took < 3, (path, r.status, took, r.text[:200])
+    assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=15)
+    assert srv.stop() == 0

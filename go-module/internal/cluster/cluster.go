@@ -39,6 +39,10 @@ type Options struct {
 	// Command is the child's command line; by default the running image's (selfExe)
 	// php-worker-child.
 	Command []string
+	// Installed, if set, is called when a child starts taking requests (the cluster's
+	// mutex held: it must not call the cluster): requests that found no child running
+	// wait for it.
+	Installed func()
 }
 
 // ChildCommand is the name of the command a child runs.
@@ -195,6 +199,20 @@ func (c *Cluster) MarkStopping() { c.stopping.Store(true) }
 
 // PostMaxSize is PHP's post_max_size in bytes (0: no limit).
 func (c *Cluster) PostMaxSize() int64 { return c.postMax }
+
+// Running is how many children run PHP and take requests, the child of debugged requests
+// aside: none while every one that died waits for its replacement.
+func (c *Cluster) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, p := range c.procs {
+		if p != nil && p.alive.Load() {
+			n++
+		}
+	}
+	return n
+}
 
 // live is the children running now.
 func (c *Cluster) live() []*proc {
@@ -588,6 +606,8 @@ func (c *Cluster) install(slot int, p *proc) bool {
 	c.procs[slot] = p
 	if !p.alive.Load() && !c.stopping.Load() {
 		c.startReplace(slot, p, p.backoff)
+	} else if c.opts.Installed != nil {
+		c.opts.Installed()
 	}
 	return true
 }
@@ -692,14 +712,19 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 			best = p
 		}
 	}
-	if best == nil {
-		return nil, core.ErrStopped
-	}
 	s := &Submitted{handle: uint64(handle), pool: pool}
-	if !best.submit(s, pool, flags, b) {
-		return nil, core.ErrStopped
+	packed := packSubmit((*packedPool.Get().(*[]byte))[:0], pool, flags, b)
+	for tries := 0; best != nil && tries <= c.opts.Processes; tries++ {
+		if best.send(s, packed) {
+			return s, core.OK
+		}
+		// It died since it was chosen: another child takes the request.
+		c.mu.Lock()
+		best = c.leastLoaded(pool, best)
+		c.mu.Unlock()
 	}
-	return s, core.OK
+	keepPacked(packed)
+	return nil, core.ErrStopped // no child runs: the runtime waits for one (Installed)
 }
 
 // debugSlot is the slot of the child of debugged requests: one past the others.

@@ -384,8 +384,9 @@ func (rt *Runtime) boot(p *Plan) error {
 	var e Engine
 	procs := max(1, p.Processes)
 	if procs > 1 {
+		// A child that starts taking requests wakes those that found none running.
 		e, err = cluster.New(cluster.Options{Processes: procs, Settings: settings, Shared: p.SharedStore,
-			Local: p.LocalStore, Logger: rt.Logger})
+			Local: p.LocalStore, Logger: rt.Logger, Installed: rt.notify})
 	} else {
 		e, err = core.NewEngine(settings)
 	}
@@ -579,9 +580,10 @@ func (rt *Runtime) Stats() (*core.Stats, error) {
 
 // Submit hands a request to a pool of the running engine (nil: the classic pool),
 // waiting for an engine (the php_worker app may start after the http app, and php_ini
-// changes restart PHP) and for the pool (a new worker exists once its config has
-// started). It gives up when ctx is done, after wait, or at once when the pool was
-// deleted for good. It returns when the core took the request, the start of its wait
+// changes restart PHP), for the pool (a new worker exists once its config has started)
+// and, with processes above 1, for a child process when none runs (each that starts
+// taking requests wakes the wait). It gives up when ctx is done, after wait, or at once
+// when the pool was deleted for good. It returns when the core took the request, the start of its wait
 // for a PHP thread (the core counts that wait from there).
 func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b *core.RequestBuffer,
 	flags uint32, handle uintptr) (core.Submitted, core.Code, time.Time) {

@@ -1,0 +1,123 @@
+// Copyright 2026 The php_worker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
+// settingsChildArg on its command line makes the test binary a child without PHP that
+// answers every control call, its snapshot giving the post_max_size of its settings, and
+// every request with an empty 200.
+const settingsChildArg = "php-worker-test-settings-child"
+
+func TestSettingsChild(t *testing.T) {
+	if !slices.Contains(os.Args, settingsChildArg) {
+		t.Skip("the cluster's tests run it as a child process")
+	}
+	f := os.NewFile(childFD, "php_worker wire")
+	l := newLink(f)
+	r := newReader(f)
+	var postMax int64
+	for {
+		kind, id, payload, err := r.next()
+		if err != nil {
+			os.Exit(0)
+		}
+		if kind == kindSubmit {
+			l.sendWith(kindRespond, id, true, func(dst []byte) []byte {
+				return packRespond(dst, &core.Response{Status: 200, Flags: core.ResponseDone, Thread: 0})
+			})
+			continue
+		}
+		if kind != kindCall {
+			continue
+		}
+		var req call
+		_ = json.Unmarshal(payload, &req)
+		var rep reply
+		switch req.Op {
+		case opStart:
+			var s struct {
+				PostMaxSize int64 `json:"post_max_size"`
+			}
+			_ = json.Unmarshal(req.Settings, &s)
+			postMax = s.PostMaxSize
+		case opStats:
+			rep.Result, _ = json.Marshal(map[string]any{"post_max_size": postMax, "threads": []any{}, "pools": []any{}})
+		}
+		out, _ := json.Marshal(rep)
+		l.send(kindReply, id, out)
+	}
+}
+
+// discardingHost takes the answers of the requests a test's children held.
+type discardingHost struct{}
+
+func (discardingHost) Respond(handle uintptr, resp core.Response, queued bool) bool { return true }
+func (discardingHost) ReadBody(handle uintptr, buf []byte) int                      { return -1 }
+func (discardingHost) Logger(handle uintptr) *zap.Logger                            { return zap.NewNop() }
+
+// settingsCluster is a cluster of 2 settings children with post_max_size postMax; the
+// count says how many times a child started taking requests.
+func settingsCluster(t *testing.T, postMax int64) (*Cluster, *atomic.Int64) {
+	previous := core.CurrentHost()
+	core.SetHost(discardingHost{})
+	installed := new(atomic.Int64)
+	settings, _ := json.Marshal(map[string]int64{"post_max_size": postMax})
+	c, err := New(Options{Processes: 2, Settings: settings, Installed: func() { installed.Add(1) },
+		Command: []string{os.Args[0], "-test.run=^TestSettingsChild$", settingsChildArg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Shutdown(0)
+		core.SetHost(previous)
+	})
+	return c, installed
+}
+
+// With every child dead, a request finds none: the runtime waits until one is back, and
+// each child that starts taking requests says so (Installed), so that wait ends at once.
+func TestEveryChildThatStartsTakingRequestsIsAnnounced(t *testing.T) {
+	c, installed := settingsCluster(t, 0)
+	if n := installed.Load(); n != 2 {
+		t.Fatalf("%d children announced at the start, want 2", n)
+	}
+	if n := c.Running(); n != 2 {
+		t.Fatalf("%d children running, want 2", n)
+	}
+	for _, p := range c.live() {
+		p.kill()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Running() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.Running(); n != 0 {
+		t.Fatalf("%d children running after both were killed", n)
+	}
+	b := core.RequestBuffer{Strings: []byte("GET/"), Spans: []uint32{0, 3, 3, 1}, ContentLength: -1}
+	if _, rc := c.Submit(core.ClassicPool, &b, 0, 1); rc != core.ErrStopped {
+		t.Fatalf("a request with no child running: code %d, want ErrStopped", rc)
+	}
+	for installed.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := installed.Load(); n != 4 {
+		t.Fatalf("%d children announced, want 4: the replacements were not", n)
+	}
+	if _, rc := c.Submit(core.ClassicPool, &b, 0, 2); rc != core.OK {
+		t.Errorf("a request once a replacement runs: code %d", rc)
+	}
+}
