@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/php-worker/php_worker/go-module/internal/core"
 	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 )
 
@@ -24,10 +25,11 @@ func init() {
 
 // Probes, as a load balancer or Kubernetes asks them:
 //
-//   - live: 200 while PHP runs and every pool has a thread that can take requests (a
-//     booted worker script, a classic thread) or is restarting (a reload: the pool's
-//     entry says "restarting"); else 503. A failing liveness probe restarts the server,
-//     so it fails only when PHP itself cannot serve.
+//   - live: 200 while PHP runs (with processes above 1, while a child process runs) and
+//     every pool has a thread that can take requests (a booted worker script, a classic
+//     thread) or is restarting (a reload: the pool's entry says "restarting"); else 503.
+//     A failing liveness probe restarts the server, so it fails only when PHP itself
+//     cannot serve.
 //   - ready: 503 while PHP starts or restarts (a php_ini change), while a worker has no
 //     booted thread, while stuck threads have reached max_stuck_threads, and from the
 //     moment the server begins to stop (Caddy's shutdown_delay keeps serving, PHP
@@ -37,6 +39,31 @@ func init() {
 
 // stopping is set once the process begins to stop: readiness fails from then on.
 var stopping atomic.Bool
+
+// processCounter is an engine of child processes (processes above 1), which tells how
+// many of them run.
+type processCounter interface {
+	Running() int
+}
+
+// noProcessRuns tells whether e runs PHP in child processes and none of them runs now
+// (each that died waits for its replacement): its snapshot s then lists no pool, for it
+// has only the running children's. One that died since the snapshot counts as gone too.
+func noProcessRuns(e phpruntime.Engine, s *core.Stats) bool {
+	pc, ok := e.(processCounter)
+	if !ok {
+		return false
+	}
+	if pc.Running() == 0 {
+		return true
+	}
+	for _, p := range s.Processes {
+		if p.State == "running" {
+			return false
+		}
+	}
+	return true
+}
 
 // healthState is the answer of a probe.
 type healthState struct {
@@ -85,6 +112,9 @@ func probe(rt *phpruntime.Runtime, ready bool) healthState {
 		case err != nil:
 			fail("cannot read PHP's threads: %v", err)
 		case s != nil:
+			if !e.Stopping() && noProcessRuns(e, s) {
+				fail("no PHP process runs (those that died wait for their replacement)")
+			}
 			for _, p := range s.Pools {
 				st.Pools = append(st.Pools, healthPool{Worker: p.Worker, Kind: p.Kind, Threads: p.Threads, Ready: p.Ready,
 					Restarting: p.Restarting, Leaving: p.Leaving})

@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+	"github.com/php-worker/php_worker/go-module/internal/phpruntime"
 )
 
 func TestHealthDirective(t *testing.T) {
@@ -52,5 +55,44 @@ func TestProbesFailWithoutPHP(t *testing.T) {
 	err := (&HealthHandler{}).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/ready", nil), nil)
 	if err == nil || !strings.Contains(err.Error(), "method not allowed") {
 		t.Errorf("POST: error %v", err)
+	}
+}
+
+// processEngine is an engine of child processes of which running run now.
+type processEngine struct {
+	phpruntime.Engine
+	running int
+}
+
+func (e processEngine) Running() int { return e.running }
+
+// With processes above 1, a snapshot taken while no child runs lists no pool, which no
+// pool check fails: the probes fail for it themselves.
+func TestProbesFailWhileNoChildProcessRuns(t *testing.T) {
+	snapshot := func(states ...string) *core.Stats {
+		s := &core.Stats{}
+		for _, state := range states {
+			s.Processes = append(s.Processes, struct {
+				State string `json:"state"`
+			}{state})
+		}
+		return s
+	}
+	cases := []struct {
+		engine phpruntime.Engine
+		stats  *core.Stats
+		down   bool
+	}{
+		{processEngine{running: 2}, snapshot("running", "running"), false},
+		{processEngine{running: 1}, snapshot("restarting", "running"), false},
+		{processEngine{running: 0}, snapshot("restarting", "restarting"), true},
+		{processEngine{running: 0}, snapshot("running", "restarting"), true},    // one died since the snapshot
+		{processEngine{running: 1}, snapshot("restarting", "restarting"), true}, // it died while answering
+		{struct{ phpruntime.Engine }{}, &core.Stats{}, false},                   // one process: PHP runs here
+	}
+	for i, c := range cases {
+		if got := noProcessRuns(c.engine, c.stats); got != c.down {
+			t.Errorf("case %d: no process runs = %v, want %v", i, got, c.down)
+		}
 	}
 }

@@ -110,3 +110,55 @@ def test_a_request_when_every_process_died_waits_only_for_a_replacement(start_se
         assert r.status == 200 and took < 3, (path, r.status, took, r.text[:200])
     assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=15)
     assert srv.stop() == 0
+
+
+BOOT_CRASH_WORKER = """<?php
+// Crashes its process at boot once the marker file exists.
+if (file_exists(__DIR__ . '/crash-at-boot')) {
+    pw_crash('segv');
+}
+while (frankenphp_handle_request(function () { echo 'pid=' . getmypid(); })) {
+}
+"""
+
+
+def test_probes_fail_while_no_process_runs(start_server, crashext, tmp_path):
+    """A worker whose boot crashes its process every time: once both children are gone,
+    each replacement dies at boot, and between those deaths no child runs at all.
+    Readiness never answers 200 then, nor does liveness while no child runs; both name
+    the reason."""
+    (tmp_path / "worker.php").write_text(BOOT_CRASH_WORKER)
+    (tmp_path / "index.php").write_text("<?php echo 'classic';")
+
+    def make(port, admin):
+        return make_caddyfile(port, admin, app=tmp_path, threads=4, global_extra=f"""\t\tprocesses 2
+		php_ini extension {crashext}""", site_extra=f"""\t\tworker {{
+			file {tmp_path}/worker.php
+			num 2
+			match /w/*
+		}}""")
+    srv = start_server("processes-probes", make)
+    assert srv.admin("GET", "/php_worker/ready")[0] == 200
+    (tmp_path / "crash-at-boot").write_text("")
+    for pid in running_pids(srv):
+        os.kill(pid, signal.SIGKILL)
+    ready, live, none_running = [], [], 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        status, body = srv.admin("GET", "/php_worker/ready")
+        ready.append((status, body))
+        status, body = srv.admin("GET", "/php_worker/health")
+        running = [p for p in processes(srv) if p["state"] == "running"]
+        if not running:
+            none_running += 1
+            live.append((status, body))
+        time.sleep(0.02)
+    assert none_running > 10, "the children were never all down"
+    assert [r for r in ready if r[0] == 200] == [], [r for r in ready if r[0] == 200][:3]
+    assert any("no PHP process runs" in body for _, body in ready), ready[-3:]
+    # A child may have come up between the snapshot and the probe: most must fail.
+    failed = [s for s, body in live if s == 503 and "no PHP process runs" in body]
+    assert len(failed) >= len(live) - 2, live[:5]
+    (tmp_path / "crash-at-boot").unlink()
+    assert eventually(lambda: srv.admin("GET", "/php_worker/ready")[0] == 200, timeout=40)
+    assert srv.stop() == 0
