@@ -162,3 +162,57 @@ def test_probes_fail_while_no_process_runs(start_server, crashext, tmp_path):
     (tmp_path / "crash-at-boot").unlink()
     assert eventually(lambda: srv.admin("GET", "/php_worker/ready")[0] == 200, timeout=40)
     assert srv.stop() == 0
+
+
+FAIL_IN_SECOND_WORKER = """<?php
+// Boots in the first process to take the marker file; fails at boot in the others.
+$marker = __DIR__ . '/owner';
+if ($f = @fopen($marker, 'x')) {
+    fwrite($f, (string) getmypid());
+    fclose($f);
+} elseif (trim((string) file_get_contents($marker)) !== (string) getmypid()) {
+    exit(1);
+}
+while (frankenphp_handle_request(function () { echo 'pid=' . getmypid(); })) {
+}
+"""
+
+
+def test_requests_avoid_a_process_whose_worker_fails_to_boot(start_server, crashext, tmp_path):
+    """A worker that boots in one child and fails at boot in the other, which then holds
+    no request and refuses those it gets: the least loaded child is the one that cannot
+    serve. 50 requests, 5 at a time: each is served, by the child whose worker runs."""
+    (tmp_path / "worker.php").write_text(FAIL_IN_SECOND_WORKER)
+    (tmp_path / "index.php").write_text("<?php echo 'classic';")
+
+    def make(port, admin):
+        return make_caddyfile(port, admin, app=tmp_path, threads=4, global_extra=f"""\t\tprocesses 2
+		php_ini extension {crashext}""", site_extra=f"""\t\tworker {{
+			file {tmp_path}/worker.php
+			num 2
+			match /w/*
+			max_boot_backoff 1s
+		}}""")
+    srv = start_server("processes-boot-failing", make)
+    owner = int((tmp_path / "owner").read_text())
+    assert srv.wait_log(lambda e: "failed before reaching" in e.get("msg", ""), timeout=10)
+    statuses, pids = [], set()
+    lock = threading.Lock()
+
+    def client():
+        for _ in range(10):
+            r = srv.get("/w/x", timeout=30)
+            with lock:
+                statuses.append(r.status)
+                if r.status == 200:
+                    pids.add(int(r.text[4:]))
+
+    clients = [threading.Thread(target=client) for _ in range(5)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join(120)
+    assert len(statuses) == 50
+    assert statuses.count(200) >= 49, f"{statuses.count(200)} of 50 served: {statuses}"
+    assert pids == {owner}
+    assert srv.stop() == 0

@@ -88,6 +88,17 @@ type Cluster struct {
 	stopped   chan struct{}
 	stopOnce  sync.Once
 	next      atomic.Uint64 // round robin among equally loaded children
+	// bootFailing holds, for a child and a worker pool, until when the worker's script
+	// cannot boot in that child (the pause before its next attempt, which the child's
+	// refusals tell): leastLoaded passes the child by while another can take the pool's
+	// requests. Guarded by mu.
+	bootFailing map[procPool]time.Time
+}
+
+// procPool is a worker pool in one child.
+type procPool struct {
+	p    *proc
+	pool uint32
 }
 
 // pool is a worker pool as the cluster knows it: the spec its children boot, and its
@@ -671,6 +682,8 @@ type Submitted struct {
 	p      atomic.Pointer[proc] // the child holding it: another one if its first died
 	handle uint64
 	pool   uint32
+	flags  uint32
+	tried  uint64 // the slots of the children that refused it (Resubmit)
 }
 
 // Cancel withdraws the request if no PHP thread took it yet; true when it will not run.
@@ -694,6 +707,39 @@ func (s *Submitted) PoolWaiting() int {
 	return n
 }
 
+// Resubmit hands the request to another child after its own refused it without running
+// it: its worker cannot boot there (core.RefusedBootFailing, retryAfter the pause before
+// the next attempt) or its queue is full (core.RefusedQueueFull). Another child may
+// serve it. b is the request as first submitted. False when no other child can take it:
+// the refusal stands. Called by the request's handler alone.
+func (s *Submitted) Resubmit(b *core.RequestBuffer, refusal uint32, retryAfter time.Duration) bool {
+	refuser := s.p.Load()
+	c := refuser.c
+	if c.stopping.Load() || s.flags&core.RequestOneShotWorker != 0 || refuser.slot >= 64 {
+		return false
+	}
+	s.tried |= 1 << uint(refuser.slot)
+	now := time.Now()
+	c.mu.Lock()
+	if refusal == core.RefusedBootFailing {
+		c.noteBootFailing(refuser, s.pool, retryAfter, now)
+	}
+	p := c.leastLoaded(s.pool, nil, s.tried)
+	if p != nil && c.failsToBoot(p, s.pool, now) {
+		p = nil // it would refuse the request too
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	packed := packSubmit((*packedPool.Get().(*[]byte))[:0], s.pool, s.flags, b)
+	if p.send(s, packed) {
+		return true
+	}
+	keepPacked(packed)
+	return false
+}
+
 // Submit hands a request to the least busy child that runs the pool. Failures the child
 // finds (a full queue) come back as the request's refusal.
 func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code) {
@@ -705,14 +751,14 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 		c.mu.Unlock()
 		return nil, core.ErrUnknownPool
 	}
-	best := c.leastLoaded(pool, nil)
+	best := c.leastLoaded(pool, nil, 0)
 	c.mu.Unlock()
 	if flags&core.RequestOneShotWorker != 0 {
 		if p := c.debugChild(); p != nil {
 			best = p
 		}
 	}
-	s := &Submitted{handle: uint64(handle), pool: pool}
+	s := &Submitted{handle: uint64(handle), pool: pool, flags: flags}
 	packed := packSubmit((*packedPool.Get().(*[]byte))[:0], pool, flags, b)
 	for tries := 0; best != nil && tries <= c.opts.Processes; tries++ {
 		if best.send(s, packed) {
@@ -720,7 +766,7 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 		}
 		// It died since it was chosen: another child takes the request.
 		c.mu.Lock()
-		best = c.leastLoaded(pool, best)
+		best = c.leastLoaded(pool, best, 0)
 		c.mu.Unlock()
 	}
 	keepPacked(packed)
@@ -764,21 +810,65 @@ func (c *Cluster) debugChild() *proc {
 }
 
 // leastLoaded is the live child running pool that holds the fewest requests, other
-// than not; ties go round robin. The cluster's mu is held.
-func (c *Cluster) leastLoaded(pool uint32, not *proc) *proc {
-	var best *proc
+// than not and those whose slot is in the tried mask; ties go round robin. A child whose
+// worker cannot boot (bootFailing) refuses the pool's requests without holding them, so
+// it would look the least loaded: it is chosen only when no other child runs the pool.
+// The cluster's mu is held.
+func (c *Cluster) leastLoaded(pool uint32, not *proc, tried uint64) *proc {
+	var best, failing *proc
+	var now time.Time
 	n := len(c.procs)
 	start := int(c.next.Add(1) % uint64(n))
 	for k := 0; k < n; k++ {
 		p := c.procs[(start+k)%n]
-		if p == nil || p == not || !p.alive.Load() || (pool != core.ClassicPool && !p.pools[pool]) {
+		if p == nil || p == not || tried&(1<<uint(p.slot)) != 0 || !p.alive.Load() ||
+			(pool != core.ClassicPool && !p.pools[pool]) {
 			continue
+		}
+		if len(c.bootFailing) > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if c.failsToBoot(p, pool, now) {
+				if failing == nil || p.load.Load() < failing.load.Load() {
+					failing = p
+				}
+				continue
+			}
 		}
 		if best == nil || p.load.Load() < best.load.Load() {
 			best = p
 		}
 	}
+	if best == nil {
+		return failing
+	}
 	return best
+}
+
+// noteBootFailing records that a child's worker cannot boot until retryAfter from now,
+// and forgets the records that expired or whose child ended. The cluster's mu is held.
+func (c *Cluster) noteBootFailing(p *proc, pool uint32, retryAfter time.Duration, now time.Time) {
+	for k, until := range c.bootFailing {
+		if !now.Before(until) || !k.p.alive.Load() {
+			delete(c.bootFailing, k)
+		}
+	}
+	if c.bootFailing == nil {
+		c.bootFailing = map[procPool]time.Time{}
+	}
+	c.bootFailing[procPool{p, pool}] = now.Add(max(retryAfter, minBackoff))
+}
+
+// failsToBoot tells whether a child's worker cannot boot now, as its refusals told. The
+// cluster's mu is held.
+func (c *Cluster) failsToBoot(p *proc, pool uint32, now time.Time) bool {
+	until, ok := c.bootFailing[procPool{p, pool}]
+	if ok && !now.Before(until) {
+		delete(c.bootFailing, procPool{p, pool})
+		return false
+	}
+	return ok
 }
 
 // resend gives a request that no PHP thread of a dead child had taken to another
@@ -789,7 +879,7 @@ func (c *Cluster) resend(h held, dead *proc) bool {
 	}
 	for tries := 0; tries < len(c.procs); tries++ {
 		c.mu.Lock()
-		p := c.leastLoaded(submitPool(h.packed), dead)
+		p := c.leastLoaded(submitPool(h.packed), dead, 0)
 		c.mu.Unlock()
 		if p == nil {
 			return false

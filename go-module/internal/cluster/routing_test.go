@@ -121,3 +121,49 @@ func TestEveryChildThatStartsTakingRequestsIsAnnounced(t *testing.T) {
 		t.Errorf("a request once a replacement runs: code %d", rc)
 	}
 }
+
+// A child whose worker cannot boot refuses that worker's requests without holding them,
+// so it looks the least loaded: requests go to the others while its refusals say it
+// cannot boot, and to it again once its next attempt is due, or when no other runs.
+func TestAChildWhoseWorkerCannotBootIsPassedBy(t *testing.T) {
+	const poolID = 5
+	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{poolID: {}}}
+	var procs []*proc
+	for i := range 2 {
+		p := &proc{c: c, slot: i, pools: map[uint32]bool{poolID: true}}
+		p.alive.Store(true)
+		procs = append(procs, p)
+	}
+	c.procs = procs
+	failing, other := procs[0], procs[1]
+	other.load.Store(3)
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got := c.leastLoaded(poolID, nil, 0); got != failing {
+		t.Fatalf("before any refusal: slot %d, want the least loaded", got.slot)
+	}
+	c.noteBootFailing(failing, poolID, 300*time.Millisecond, now)
+	for range 4 {
+		if got := c.leastLoaded(poolID, nil, 0); got != other {
+			t.Fatalf("while its worker cannot boot: slot %d", got.slot)
+		}
+	}
+	if got := c.leastLoaded(core.ClassicPool, nil, 0); got != failing {
+		t.Errorf("its classic threads serve on: slot %d", got.slot)
+	}
+	if got := c.leastLoaded(poolID, nil, 1<<uint(other.slot)); got != failing {
+		t.Errorf("with the other child refusing too: slot %d, want the failing one", got.slot)
+	}
+	other.alive.Store(false)
+	if got := c.leastLoaded(poolID, nil, 0); got != failing {
+		t.Errorf("with no other child running: %v, want the failing one", got)
+	}
+	other.alive.Store(true)
+	if !c.failsToBoot(failing, poolID, now.Add(299*time.Millisecond)) || c.failsToBoot(failing, poolID, now.Add(300*time.Millisecond)) {
+		t.Error("its boot failure lasts until its next attempt")
+	}
+	if got := c.leastLoaded(poolID, nil, 0); got != failing {
+		t.Errorf("once its next attempt is due: slot %d, want the least loaded", got.slot)
+	}
+}

@@ -396,6 +396,34 @@ func (pr *phpRequest) markAbandoned() {
 	pr.abandoned = true
 }
 
+// resubmit hands a request that a PHP process refused without running it (its worker
+// cannot boot there, its queue is full) to another process (processes above 1), which
+// may serve it; b is the request as submitted. True when another took it: the request
+// is under way again, and its refusal forgotten. False leaves the refusal to answer.
+func (pr *phpRequest) resubmit(b *core.RequestBuffer) bool {
+	pr.mu.Lock()
+	why := pr.refusal
+	again, ok := pr.core.(resubmitter)
+	if !ok || pr.sent || pr.abandoned || pr.expired || pr.truncated ||
+		(why.code != core.RefusedBootFailing && why.code != core.RefusedQueueFull) {
+		pr.mu.Unlock()
+		return false
+	}
+	// The refusal was the core's DONE, which drops (or dropped) its reference: the new
+	// submission is owned again, until its own DONE.
+	pr.refusal, pr.finished = refusal{}, false
+	pr.refs.Add(1)
+	pr.mu.Unlock()
+	if again.Resubmit(b, why.code, why.retryAfter) {
+		return true
+	}
+	pr.mu.Lock()
+	pr.refusal, pr.finished = why, true
+	pr.mu.Unlock()
+	pr.release()
+	return false
+}
+
 // withdraw cancels the request if it still waits for a PHP thread; true when it will
 // not run, and the caller answers the client.
 func (pr *phpRequest) withdraw() bool {

@@ -102,7 +102,13 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	defer pr.release() // the handler's reference
 	defer tr.observe(pr)
 	req, rc, submitted := site.Runtime.Submit(r.Context(), engineWait, route.Pool, b, flags, pr.handle)
-	core.PutRequestBuffer(b)
+	again := b
+	if _, ok := req.(resubmitter); ok && rc == core.OK {
+		defer core.PutRequestBuffer(b) // kept for a resubmission (resubmit)
+	} else {
+		core.PutRequestBuffer(b)
+		again = nil
+	}
 	tr.submitted(submitted)
 	if rc != core.OK {
 		pr.release() // the core never got it
@@ -113,7 +119,7 @@ func (site *Site) Serve(w http.ResponseWriter, r *http.Request, s Script, repl *
 	pr.mu.Unlock()
 	defer pr.closeOutput()
 	defer pr.endReads(w)
-	return site.await(w, r, pr, route, tr)
+	return site.await(w, r, pr, route, tr, again)
 }
 
 // WatchBody puts the site's request_body_timeout on r's body, once; call it before
@@ -198,8 +204,10 @@ func (site *Site) notSubmitted(w http.ResponseWriter, rc core.Code, route Route,
 
 // await sends the response of a submitted request as the core delivers it, until its
 // end; it answers the client itself when the request cannot be served as PHP made it
-// (a deadline, a refusal, max_wait_time, a body that stopped arriving).
-func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, route Route, tr *requestTrace) error {
+// (a deadline, a refusal, max_wait_time, a body that stopped arriving). b is the request
+// as submitted when a refusal may hand it to another PHP process (resubmit), else nil.
+func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, route Route, tr *requestTrace,
+	b *core.RequestBuffer) error {
 	var timeout <-chan time.Time
 	var retry *time.Timer
 	if wait := site.MaxWaitTime; wait > 0 {
@@ -215,6 +223,8 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 			case errors.Is(err, errExpired):
 				tr.fail("the request ran past its time limit")
 				return site.expired(w, pr)
+			case errors.Is(err, errRefused) && b != nil && pr.resubmit(b):
+				// Another PHP process has it now.
 			case errors.Is(err, errRefused):
 				tr.fail("the core handed the request back unserved")
 				return site.refused(w, pr, route)
@@ -266,6 +276,12 @@ func (site *Site) await(w http.ResponseWriter, r *http.Request, pr *phpRequest, 
 			// Already running: max_wait_time only bounds the wait for a thread.
 		}
 	}
+}
+
+// resubmitter is a submitted request that a PHP process refused without running it and
+// that another may serve: one of internal/cluster's (cluster.Submitted.Resubmit).
+type resubmitter interface {
+	Resubmit(b *core.RequestBuffer, refusal uint32, retryAfter time.Duration) bool
 }
 
 // poolWaiter is a submitted request that tells how many threads of its pool wait for a
