@@ -216,3 +216,24 @@ def test_requests_avoid_a_process_whose_worker_fails_to_boot(start_server, crash
     assert statuses.count(200) >= 49, f"{statuses.count(200)} of 50 served: {statuses}"
     assert pids == {owner}
     assert srv.stop() == 0
+
+
+def test_a_post_max_size_reload_reaches_the_body_read_ahead(start_server):
+    """post_max_size 1M, then a reload to 8M, which restarts the children one at a time:
+    a 3 MB body is between the two limits, so it is now read whole before PHP runs (the
+    script starts once the last byte left the client), as it would be at a fresh start
+    with 8M."""
+    def make(size):
+        return lambda port, admin: make_caddyfile(port, admin, app=BASIC_APP / "public", threads=2,
+                                                  global_extra=f"\t\tprocesses 2\n\t\tphp_ini post_max_size {size}")
+    srv = start_server("processes-post-max-roll", make("1M"))
+    before = running_pids(srv)
+    status, body = srv.load(make("8M")(srv.port, srv.admin_port))
+    assert status == 200, body
+    assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & before, timeout=30)
+    data = os.urandom(3 << 20)
+    last_byte, status, answer = slow_upload(srv, "PUT", "/upload.php", "application/octet-stream", data, rate=1 << 20)
+    assert status == 200, answer
+    assert answer["input_length"] == len(data)
+    assert answer["started"] >= last_byte - 0.05, "the body was read ahead: the script ran once it was all there"
+    assert srv.stop() == 0

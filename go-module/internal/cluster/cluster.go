@@ -60,7 +60,7 @@ const (
 type Cluster struct {
 	opts     Options
 	stopping atomic.Bool
-	postMax  int64
+	postMax  atomic.Int64 // the children's post_max_size, read again after a Roll
 
 	mu      sync.Mutex // guards the fields below and each proc's pool generations
 	procs   []*proc    // a slot per child; a dead child's slot holds it until replaced
@@ -132,9 +132,7 @@ func New(opts Options) (*Cluster, error) {
 		c.Shutdown(0)
 		return nil, first
 	}
-	if s, err := c.Stats(); err == nil {
-		c.postMax = s.PostMaxSize
-	}
+	c.readPostMaxSize()
 	return c, nil
 }
 
@@ -209,7 +207,22 @@ func (c *Cluster) Stopping() bool { return c.stopping.Load() }
 func (c *Cluster) MarkStopping() { c.stopping.Store(true) }
 
 // PostMaxSize is PHP's post_max_size in bytes (0: no limit).
-func (c *Cluster) PostMaxSize() int64 { return c.postMax }
+func (c *Cluster) PostMaxSize() int64 { return c.postMax.Load() }
+
+// readPostMaxSize asks the children their post_max_size, which their settings (php_ini)
+// decide: at the start, and after a Roll changed them.
+func (c *Cluster) readPostMaxSize() {
+	s, err := c.Stats()
+	if err != nil {
+		return
+	}
+	for _, p := range s.Processes {
+		if p.State == "running" { // one answered: the snapshot has its setting
+			c.postMax.Store(s.PostMaxSize)
+			return
+		}
+	}
+}
 
 // Running is how many children run PHP and take requests, the child of debugged requests
 // aside: none while every one that died waits for its replacement.
@@ -603,6 +616,7 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 	if debug != nil {
 		debug.retire(grace)
 	}
+	c.readPostMaxSize() // the request bodies read ahead follow the new setting
 	return errors.Join(errs...)
 }
 

@@ -87,6 +87,21 @@ func settingsCluster(t *testing.T, postMax int64) (*Cluster, *atomic.Int64) {
 	return c, installed
 }
 
+// A php_ini reload rolls the children onto new settings: the post_max_size that decides
+// which bodies are read ahead is the new children's.
+func TestPostMaxSizeFollowsARoll(t *testing.T) {
+	c, _ := settingsCluster(t, 1<<20)
+	if got := c.PostMaxSize(); got != 1<<20 {
+		t.Fatalf("post_max_size at the start: %d", got)
+	}
+	if err := c.Roll([]byte(`{"post_max_size":8388608}`), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.PostMaxSize(); got != 8<<20 {
+		t.Errorf("post_max_size after a roll to 8M: %d", got)
+	}
+}
+
 // With every child dead, a request finds none: the runtime waits until one is back, and
 // each child that starts taking requests says so (Installed), so that wait ends at once.
 func TestEveryChildThatStartsTakingRequestsIsAnnounced(t *testing.T) {
