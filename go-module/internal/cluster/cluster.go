@@ -711,9 +711,10 @@ func (s *Submitted) ClientGone() {
 }
 
 // PoolWaiting is how many threads of the request's pool wait for a request in the child
-// holding it: only those can take it, for a child never takes another's requests.
+// holding it: only those can take it, for a child never takes another's requests. A child
+// that does not answer within a second has none.
 func (s *Submitted) PoolWaiting() int {
-	raw, err := s.p.Load().call(call{Op: opWaiting, Pool: s.pool})
+	raw, err := s.p.Load().callWithin(call{Op: opWaiting, Pool: s.pool}, time.Second)
 	var n int
 	if err != nil || json.Unmarshal(raw, &n) != nil {
 		return 0
