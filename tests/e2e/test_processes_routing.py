@@ -112,6 +112,31 @@ def test_a_request_when_every_process_died_waits_only_for_a_replacement(start_se
     assert srv.stop() == 0
 
 
+def test_requests_queued_in_processes_that_all_died_wait_for_a_replacement(start_server, crashext):
+    """Each child busy with a request and holding one more that no thread took yet; both
+    children killed at once. The running requests are lost (502); the queued ones never
+    ran, and with no other child to take them they wait for a replacement and are served
+    by it, not answered 502 with the lost ones."""
+    srv = start_server("processes-all-dead-queued", caddyfile(crashext, threads=4, workers=2))
+    before = running_pids(srv)
+    answers = {}
+    jobs = [in_background(srv, "/w/sleep?ms=3000", answers, key=f"running{i}") for i in range(2)]
+    assert eventually(lambda: [p["requests"] for p in processes(srv)] == [1, 1])
+    jobs += [in_background(srv, "/w/sleep?ms=1", answers, key=f"queued{i}") for i in range(2)]
+    assert eventually(lambda: [p["requests"] for p in processes(srv)] == [2, 2])
+    killed = time.monotonic()
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    for t in jobs:
+        t.join(40)
+    took = time.monotonic() - killed
+    assert {k: v[0] for k, v in answers.items()} == {"running0": 502, "running1": 502, "queued0": 200,
+                                                     "queued1": 200}, answers
+    assert not {answers["queued0"][1], answers["queued1"][1]} & before, answers
+    assert took < 5, took
+    assert srv.stop() == 0
+
+
 BOOT_CRASH_WORKER = """<?php
 // Crashes its process at boot once the marker file exists.
 if (file_exists(__DIR__ . '/crash-at-boot')) {

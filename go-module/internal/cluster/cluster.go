@@ -93,7 +93,23 @@ type Cluster struct {
 	// refusals tell): leastLoaded passes the child by while another can take the pool's
 	// requests. Guarded by mu.
 	bootFailing map[procPool]time.Time
+	// parked are the requests that dead children held and no PHP thread had taken, while
+	// no other child ran: the next child that takes requests gets them (install), and
+	// those still there after parkWait, or at Shutdown, are refused (they never ran).
+	// Guarded by mu; parkTimer tells whether expireParked is due.
+	parked    []parkedRequest
+	parkTimer bool
 }
+
+// parkedRequest is a request waiting for a child to take requests, until a time.
+type parkedRequest struct {
+	h     held
+	until time.Time
+}
+
+// parkWait bounds the wait of a request whose child died while no other ran: as long
+// as a request waits for PHP to start.
+const parkWait = 30 * time.Second
 
 // procPool is a worker pool in one child.
 type procPool struct {
@@ -629,10 +645,19 @@ func (c *Cluster) install(slot int, p *proc) bool {
 		return false
 	}
 	c.procs[slot] = p
-	if !p.alive.Load() && !c.stopping.Load() {
-		c.startReplace(slot, p, p.backoff)
-	} else if c.opts.Installed != nil {
+	if !p.alive.Load() {
+		if !c.stopping.Load() {
+			c.startReplace(slot, p, p.backoff)
+		}
+		return true
+	}
+	if c.opts.Installed != nil {
 		c.opts.Installed()
+	}
+	if len(c.parked) > 0 && !c.stopping.Load() {
+		parked := c.parked
+		c.parked = nil
+		go c.unpark(parked)
 	}
 	return true
 }
@@ -671,7 +696,12 @@ func (c *Cluster) startReplace(slot int, dead *proc, backoff time.Duration) {
 func (c *Cluster) Shutdown(grace time.Duration) {
 	c.mu.Lock()
 	c.stopping.Store(true)
+	parked := c.parked
+	c.parked = nil
 	c.mu.Unlock()
+	for _, r := range parked {
+		answerParked(r.h, core.RefusedStopped)
+	}
 	c.stopOnce.Do(func() { close(c.stopped) })
 	c.replacing.Wait() // a child being started is ended by its starter
 	_ = c.each(func(p *proc) error {
@@ -702,7 +732,11 @@ type Submitted struct {
 
 // Cancel withdraws the request if no PHP thread took it yet; true when it will not run.
 func (s *Submitted) Cancel() bool {
-	return s.p.Load().cancel(s.handle)
+	p := s.p.Load()
+	if p.c.withdrawParked(s) {
+		return true
+	}
+	return p.cancel(s.handle)
 }
 
 // ClientGone tells the child holding the request that its client left.
@@ -887,23 +921,94 @@ func (c *Cluster) failsToBoot(p *proc, pool uint32, now time.Time) bool {
 }
 
 // resend gives a request that no PHP thread of a dead child had taken to another
-// child; false when none runs.
+// child, or, while none runs, to the first that takes requests (parked); false when the
+// cluster stops.
 func (c *Cluster) resend(h held, dead *proc) bool {
-	if c.stopping.Load() {
-		return false
-	}
 	for tries := 0; tries < len(c.procs); tries++ {
 		c.mu.Lock()
-		p := c.leastLoaded(submitPool(h.packed), dead, 0)
-		c.mu.Unlock()
-		if p == nil {
+		if c.stopping.Load() {
+			c.mu.Unlock()
 			return false
 		}
+		p := c.leastLoaded(submitPool(h.packed), dead, 0)
+		if p == nil {
+			c.park(h)
+			c.mu.Unlock()
+			return true
+		}
+		c.mu.Unlock()
 		if p.send(h.s, h.packed) {
 			return true
 		}
 	}
 	return false
+}
+
+// park keeps a request for the next child that takes requests. The cluster's mu is held.
+func (c *Cluster) park(h held) {
+	c.parked = append(c.parked, parkedRequest{h: h, until: time.Now().Add(parkWait)})
+	if !c.parkTimer {
+		c.parkTimer = true
+		time.AfterFunc(parkWait, c.expireParked)
+	}
+}
+
+// unpark hands parked requests to the children, a child having started taking requests.
+func (c *Cluster) unpark(parked []parkedRequest) {
+	for _, r := range parked {
+		if !c.resend(r.h, nil) {
+			answerParked(r.h, core.RefusedStopped) // the cluster stops
+		}
+	}
+}
+
+// expireParked answers the parked requests that waited parkWait: they never ran, and no
+// child came back to run them (503, as a request that waited that long for PHP to start).
+func (c *Cluster) expireParked() {
+	now := time.Now()
+	var expired []held
+	c.mu.Lock()
+	keep := c.parked[:0]
+	for _, r := range c.parked {
+		if now.Before(r.until) {
+			keep = append(keep, r)
+		} else {
+			expired = append(expired, r.h)
+		}
+	}
+	c.parked = keep
+	c.parkTimer = len(keep) > 0
+	if c.parkTimer {
+		time.AfterFunc(time.Until(keep[0].until), c.expireParked)
+	}
+	c.mu.Unlock()
+	for _, h := range expired {
+		answerParked(h, core.RefusedStopped)
+	}
+}
+
+// withdrawParked withdraws a parked request (Cancel); false when it is not parked.
+func (c *Cluster) withdrawParked(s *Submitted) bool {
+	c.mu.Lock()
+	for i, r := range c.parked {
+		if r.h.s == s {
+			c.parked = append(c.parked[:i], c.parked[i+1:]...)
+			c.mu.Unlock()
+			// Answered later, as a child's withdrawal is: the caller holds the request's lock.
+			go answerParked(r.h, core.RefusedWithdrawn)
+			return true
+		}
+	}
+	c.mu.Unlock()
+	return false
+}
+
+// answerParked ends a parked request with a refusal: stopped (the host answers 503) or
+// withdrawn (its handler answered it).
+func answerParked(h held, refusal uint32) {
+	keepPacked(h.packed)
+	core.CurrentHost().Respond(uintptr(h.s.handle), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
+		Refusal: refusal, Thread: -1}, true)
 }
 
 // The wire's numbers for a submission failure a child reports.

@@ -182,3 +182,55 @@ func TestAChildWhoseWorkerCannotBootIsPassedBy(t *testing.T) {
 		t.Errorf("once its next attempt is due: slot %d, want the least loaded", got.slot)
 	}
 }
+
+// collectingHost keeps the answers of the requests, in order.
+type collectingHost struct{ answers chan core.Response }
+
+func (h collectingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+	resp.Thread = int(handle) // which request, for the test
+	h.answers <- resp
+	return true
+}
+func (collectingHost) ReadBody(handle uintptr, buf []byte) int { return -1 }
+func (collectingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewNop() }
+
+// A request that a dead child held and no PHP thread took, while no other child runs,
+// waits for the next child (parked) instead of being answered as lost. Its client may
+// still withdraw it, and a cluster that stops refuses those still waiting.
+func TestRequestsOfADeadChildWaitWhileNoChildRuns(t *testing.T) {
+	host := collectingHost{answers: make(chan core.Response, 4)}
+	previous := core.CurrentHost()
+	core.SetHost(host)
+	t.Cleanup(func() { core.SetHost(previous) })
+	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{}, procs: make([]*proc, 2),
+		stopped: make(chan struct{})}
+	dead := &proc{c: c, slot: 0}
+	b := core.RequestBuffer{Strings: []byte("GET/"), Spans: []uint32{0, 3, 3, 1}, ContentLength: -1}
+	var subs []*Submitted
+	for handle := range uint64(2) {
+		s := &Submitted{handle: handle + 1}
+		s.p.Store(dead)
+		if !c.resend(held{s: s, packed: packSubmit(nil, core.ClassicPool, 0, &b)}, dead) {
+			t.Fatalf("request %d: not kept while no child runs", s.handle)
+		}
+		subs = append(subs, s)
+	}
+	select {
+	case resp := <-host.answers:
+		t.Fatalf("a parked request was answered: %+v", resp)
+	default:
+	}
+	if !subs[0].Cancel() {
+		t.Fatal("a parked request could not be withdrawn")
+	}
+	if resp := <-host.answers; resp.Thread != 1 || resp.Refusal != core.RefusedWithdrawn || resp.Flags&core.ResponseDone == 0 {
+		t.Errorf("the withdrawn request's end: %+v", resp)
+	}
+	c.Shutdown(0)
+	if resp := <-host.answers; resp.Thread != 2 || resp.Refusal != core.RefusedStopped || resp.Flags&core.ResponseDone == 0 {
+		t.Errorf("a request still parked at shutdown: %+v", resp)
+	}
+	if c.resend(held{s: subs[1], packed: packSubmit(nil, core.ClassicPool, 0, &b)}, dead) {
+		t.Error("a stopped cluster kept a request")
+	}
+}
