@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 // At its first request it fails as mode says:
 //   - "garbage": it sends a frame past the size limit, and lives on;
 //   - "orphan": it starts a process that inherits the wire (as a program a script
-//     starts did before close-on-exec), and exits.
+//     starts did before close-on-exec), and exits;
+//   - "answer": it sends 300 log lines and the request's whole response, and exits.
 func fakeChild(mode string) int {
 	f := os.NewFile(childFD, "php_worker wire")
 	l := newLink(f)
@@ -59,6 +60,14 @@ func fakeChild(mode string) int {
 				cmd.ExtraFiles = []*os.File{f}
 				_ = cmd.Start()
 				return 7
+			case "answer":
+				for range 300 {
+					l.send(kindLog, 0, packLog(0, "a line", nil))
+				}
+				l.sendWith(kindRespond, id, true, func(dst []byte) []byte {
+					return packRespond(dst, &core.Response{Status: 200, Flags: core.ResponseDone, Thread: 1})
+				})
+				return 0
 			}
 		}
 	}
@@ -94,7 +103,12 @@ func (h *recordingHost) Respond(handle uintptr, resp core.Response, queued bool)
 	return true
 }
 func (h *recordingHost) ReadBody(handle uintptr, buf []byte) int { return -1 }
-func (h *recordingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewNop() }
+
+// Logger takes a millisecond: the read loop lags behind a child that writes fast.
+func (h *recordingHost) Logger(handle uintptr) *zap.Logger {
+	time.Sleep(time.Millisecond)
+	return zap.NewNop()
+}
 
 // running tells whether a process runs: it exists and is not a zombie.
 func running(pid int) bool {
@@ -201,5 +215,25 @@ func TestTheBuildIDIsTheBinarysOwn(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != id {
 		t.Errorf("build id %q, go tool buildid says %q", id, got)
+	}
+}
+
+// A child that answers a request and exits at once: what it wrote before its end is
+// read whole, and the request gets its response, not the 502 of a dead child.
+func TestWhatAChildWroteBeforeItsEndIsRead(t *testing.T) {
+	c, host := fakeCluster(t, "answer")
+	p, err := c.spawn(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	submitOne(p)
+	select {
+	case r := <-host.responses:
+		if r.resp.Status != 200 {
+			t.Errorf("answered %+v, want the child's 200", r.resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request was never answered")
 	}
 }

@@ -200,15 +200,15 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	return p, nil
 }
 
-// watch reaps the child when it ends, and closes its wire then: the death is seen
-// whatever holds the other end of the socket (a fork of the child, or a program it
-// started before the wire was close-on-exec), and the read loop's end answers what the
-// child held.
+// watch reaps the child when it ends, and ends its wire's reads then: the death is
+// seen whatever holds the other end of the socket (a fork of the child, or a program it
+// started before the wire was close-on-exec). The read loop takes what the child wrote
+// before its end, then answers what it held.
 func (p *proc) watch() {
 	_ = p.cmd.Wait()
 	p.state = p.cmd.ProcessState
 	close(p.exited)
-	p.link.close()
+	p.link.endReads()
 }
 
 // exitedHow says how the process ended ("killed by SIGABRT", "exit status 1"), once its

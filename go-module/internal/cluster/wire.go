@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // The wire between the Caddy process and a child: one Unix stream socket, frames of a
@@ -178,6 +179,15 @@ func (l *link) close() {
 	l.cond.Broadcast()
 	l.mu.Unlock()
 	_ = l.f.Close()
+}
+
+// endReads makes this side's reader get what the peer wrote and then the end of the
+// stream, even while another process still holds the peer's end (shutdown(2) for
+// reading, which a close would not wait for); writes go on until close.
+func (l *link) endReads() {
+	if rc, err := l.f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RD) })
+	}
 }
 
 // reader reads frames; the payload it returns is valid until the next read.
