@@ -139,11 +139,11 @@ func submitOne(p *proc) {
 	p.submit(&Submitted{handle: 7}, core.ClassicPool, 0, &b)
 }
 
-// A child declared dead while it still runs (here: it broke the wire) could still hand
-// its queued requests to its PHP threads. It is killed and reaped before the Caddy
-// process reads which requests it took, so none runs twice.
-func TestAChildWhoseWireFailsIsKilledBeforeItsRequestsAreAnswered(t *testing.T) {
-	c, host := fakeCluster(t, "garbage")
+// spawnFake starts a fake child playing mode (fakeChild) in a cluster of its own, and
+// submits one request to it.
+func spawnFake(t *testing.T, mode string) (*proc, *recordingHost) {
+	t.Helper()
+	c, host := fakeCluster(t, mode)
 	p, err := c.spawn(0)
 	if err != nil {
 		t.Fatal(err)
@@ -151,16 +151,32 @@ func TestAChildWhoseWireFailsIsKilledBeforeItsRequestsAreAnswered(t *testing.T) 
 	t.Cleanup(p.kill)
 	host.pid.Store(int64(p.cmd.Process.Pid))
 	submitOne(p)
+	return p, host
+}
+
+// answer is the response the request got within the wait, or fails the test with why.
+func answer(t *testing.T, host *recordingHost, within time.Duration, why string) recorded {
+	t.Helper()
 	select {
 	case r := <-host.responses:
-		if r.resp.Refusal != core.RefusedProcessDied {
-			t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
-		}
-		if r.childRan {
-			t.Error("the request was answered while its child still ran: a PHP thread there could take it yet")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the request of a child whose wire failed was never answered")
+		return r
+	case <-time.After(within):
+		t.Fatal(why)
+	}
+	return recorded{}
+}
+
+// A child declared dead while it still runs (here: it broke the wire) could still hand
+// its queued requests to its PHP threads. It is killed and reaped before the Caddy
+// process reads which requests it took, so none runs twice.
+func TestAChildWhoseWireFailsIsKilledBeforeItsRequestsAreAnswered(t *testing.T) {
+	p, host := spawnFake(t, "garbage")
+	r := answer(t, host, 10*time.Second, "the request of a child whose wire failed was never answered")
+	if r.resp.Refusal != core.RefusedProcessDied {
+		t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
+	}
+	if r.childRan {
+		t.Error("the request was answered while its child still ran: a PHP thread there could take it yet")
 	}
 	if how := p.exitedHow(5 * time.Second); how != "killed by SIGKILL" {
 		t.Errorf("the child ended: %s, want killed by SIGKILL", how)
@@ -170,20 +186,10 @@ func TestAChildWhoseWireFailsIsKilledBeforeItsRequestsAreAnswered(t *testing.T) 
 // A child that exits while a process it started holds the other end of its socket: the
 // socket never ends, but the Caddy process sees the death at once and answers.
 func TestAChildThatExitsIsSeenDeadWhateverHoldsItsSocket(t *testing.T) {
-	c, host := fakeCluster(t, "orphan")
-	p, err := c.spawn(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	submitOne(p)
-	select {
-	case r := <-host.responses:
-		if r.resp.Refusal != core.RefusedProcessDied {
-			t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("a child that exited was not seen dead while a process it started held its socket")
+	p, host := spawnFake(t, "orphan")
+	r := answer(t, host, 3*time.Second, "a child that exited was not seen dead while a process it started held its socket")
+	if r.resp.Refusal != core.RefusedProcessDied {
+		t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
 	}
 	if how := p.exitedHow(time.Second); how != "exit status 7" {
 		t.Errorf("the child ended: %s, want exit status 7", how)
@@ -221,19 +227,8 @@ func TestTheBuildIDIsTheBinarysOwn(t *testing.T) {
 // A child that answers a request and exits at once: what it wrote before its end is
 // read whole, and the request gets its response, not the 502 of a dead child.
 func TestWhatAChildWroteBeforeItsEndIsRead(t *testing.T) {
-	c, host := fakeCluster(t, "answer")
-	p, err := c.spawn(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	submitOne(p)
-	select {
-	case r := <-host.responses:
-		if r.resp.Status != 200 {
-			t.Errorf("answered %+v, want the child's 200", r.resp)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the request was never answered")
+	_, host := spawnFake(t, "answer")
+	if r := answer(t, host, 10*time.Second, "the request was never answered"); r.resp.Status != 200 {
+		t.Errorf("answered %+v, want the child's 200", r.resp)
 	}
 }
