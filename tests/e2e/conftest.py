@@ -305,6 +305,13 @@ class Server:
         """Every thread of the process (PHP's, Go's, ...)."""
         return len(list(Path(f"/proc/{self.proc.pid}/task").iterdir()))
 
+    def php_named_threads(self):
+        """Threads named like PHP threads ("php-N"). A thread takes its creator's name, so
+        threads a library starts from a PHP thread count here; the Go runtime's own
+        threads, which come and go with its load, do not."""
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().startswith("php-"))
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
