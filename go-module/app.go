@@ -110,7 +110,9 @@ type App struct {
 	// themselves, as FrankenPHP does. That saves copying each body once (large
 	// responses are faster), but a client slower than PHP then holds a PHP thread:
 	// only for a server behind a proxy that buffers responses itself, such as nginx
-	// with its defaults. Caddyfile: response_buffer off.
+	// with its defaults. Under processes N it does not apply: a child's PHP threads
+	// cannot write to the client, so their responses are buffered all the same.
+	// Caddyfile: response_buffer off.
 	UnbufferedResponses bool `json:"unbuffered_responses,omitempty"`
 
 	// Memory one request body may take while it is read before PHP runs, in bytes: a

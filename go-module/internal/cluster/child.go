@@ -189,7 +189,7 @@ func (c *child) submit(handle uint64, p []byte, b *core.RequestBuffer) {
 
 // Respond sends response data to the Caddy process, which never waits on the client
 // for it; false once the Caddy process said the client is gone.
-func (c *child) Respond(handle uintptr, resp core.Response, queued bool) bool {
+func (c *child) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	cr := c.lookup(uint64(handle))
 	if resp.Flags&core.ResponseTaken != 0 {
 		// Before the script starts: were this process to die after, the request must

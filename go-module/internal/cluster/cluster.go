@@ -1008,7 +1008,7 @@ func (c *Cluster) withdrawParked(s *Submitted) bool {
 func answerParked(h held, refusal uint32) {
 	keepPacked(h.packed)
 	core.CurrentHost().Respond(uintptr(h.s.handle), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
-		Refusal: refusal, Thread: -1}, true)
+		Refusal: refusal, Thread: -1}, core.FromChild)
 }
 
 // The wire's numbers for a submission failure a child reports.

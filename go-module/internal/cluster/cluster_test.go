@@ -323,7 +323,7 @@ type lockingHost struct {
 	responded chan core.Response
 }
 
-func (h *lockingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+func (h *lockingHost) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.responded <- resp

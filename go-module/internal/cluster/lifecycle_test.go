@@ -98,7 +98,7 @@ type recorded struct {
 	childRan bool
 }
 
-func (h *recordingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+func (h *recordingHost) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	h.responses <- recorded{resp: resp, childRan: running(int(h.pid.Load()))}
 	return true
 }

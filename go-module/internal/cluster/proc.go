@@ -382,13 +382,13 @@ func (p *proc) readLoop(r *reader) {
 			if resp.Flags&core.ResponseDone != 0 && !p.finish(id) {
 				continue // already answered (it cannot be, but never twice)
 			}
-			if !host.Respond(uintptr(id), resp, true) && resp.Flags&core.ResponseDone == 0 {
+			if !host.Respond(uintptr(id), resp, core.FromChild) && resp.Flags&core.ResponseDone == 0 {
 				p.link.post(kindClientGone, id, nil)
 			}
 		case kindStore:
 			// The table answers from memory, at once: in the read loop, in order.
 			reply, err := core.RunSharedStore(payload)
-			if err != nil {
+			if err != nil || len(reply) > maxFrame {
 				reply = nil // the child's operation fails as on an unreachable table
 			}
 			p.link.post(kindStoreReply, id, reply)
@@ -418,7 +418,7 @@ func (p *proc) readLoop(r *reader) {
 			if len(payload) >= 4 && p.finish(id) {
 				code := core.Code(int32(binary.LittleEndian.Uint32(payload)))
 				host.Respond(uintptr(id), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
-					Refusal: refusalOf(code), Thread: -1}, true)
+					Refusal: refusalOf(code), Thread: -1}, core.FromChild)
 			}
 		case kindCancelled:
 			withdrawn := len(payload) > 0 && payload[0] == 1
@@ -516,7 +516,7 @@ func (p *proc) readBody(handle uint64, n int) {
 // answerLost answers a request the dead child held: the host writes a 502.
 func (p *proc) answerLost(handle uint64) {
 	core.CurrentHost().Respond(uintptr(handle), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
-		Refusal: core.RefusedProcessDied, Thread: -1}, true)
+		Refusal: core.RefusedProcessDied, Thread: -1}, core.FromChild)
 }
 
 // died ends and reaps the child, answers every request it held and, unless the cluster

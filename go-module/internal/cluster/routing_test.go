@@ -64,9 +64,11 @@ func TestSettingsChild(t *testing.T) {
 // discardingHost takes the answers of the requests a test's children held.
 type discardingHost struct{}
 
-func (discardingHost) Respond(handle uintptr, resp core.Response, queued bool) bool { return true }
-func (discardingHost) ReadBody(handle uintptr, buf []byte) int                      { return -1 }
-func (discardingHost) Logger(handle uintptr) *zap.Logger                            { return zap.NewNop() }
+func (discardingHost) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
+	return true
+}
+func (discardingHost) ReadBody(handle uintptr, buf []byte) int { return -1 }
+func (discardingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewNop() }
 
 // settingsCluster is a cluster of 2 settings children with post_max_size postMax; the
 // count says how many times a child started taking requests.
@@ -186,7 +188,7 @@ func TestAChildWhoseWorkerCannotBootIsPassedBy(t *testing.T) {
 // collectingHost keeps the answers of the requests, in order.
 type collectingHost struct{ answers chan core.Response }
 
-func (h collectingHost) Respond(handle uintptr, resp core.Response, queued bool) bool {
+func (h collectingHost) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	resp.Thread = int(handle) // which request, for the test
 	h.answers <- resp
 	return true

@@ -23,10 +23,9 @@ import (
 // Host serves the core's callbacks for the requests submitted with a handle.
 type Host interface {
 	// Respond takes response data for the request handle; false when its client is
-	// gone. queued says it came from the completion queue, on the one goroutine that
-	// delivers every completion: it must not wait on a client. After a call with
-	// ResponseDone the handle is the host's again.
-	Respond(handle uintptr, resp Response, queued bool) bool
+	// gone. from says which goroutine makes the call, and so what it may wait on.
+	// After a call with ResponseDone the handle is the host's again.
+	Respond(handle uintptr, resp Response, from Delivery) bool
 	// ReadBody fills buf from the request's body: the count (short only at the end),
 	// or -1 when the body cannot be read.
 	ReadBody(handle uintptr, buf []byte) int
@@ -34,6 +33,24 @@ type Host interface {
 	// request.
 	Logger(handle uintptr) *zap.Logger
 }
+
+// Delivery says which goroutine makes a response call, and so what the host may make
+// it wait on.
+type Delivery uint8
+
+const (
+	// OnPHPThread is the respond callback, on the PHP thread that made the data: with
+	// response buffering off it writes to the client itself.
+	OnPHPThread Delivery = iota
+	// FromCompletions is the one goroutine that delivers every request's completions
+	// from the core's queue: it waits on neither a client nor the disk. A completion
+	// carries at most the core's stream chunk (64 KiB).
+	FromCompletions
+	// FromChild is the read loop of a child process's wire, which every request of the
+	// child shares: it never waits on a client, but may wait on the disk, since a child
+	// sends responses of any size.
+	FromChild
+)
 
 // Response is one response call, lent for the call's duration: the host copies what it
 // keeps.
@@ -117,12 +134,12 @@ func goPhpWorkerSharedStore(request *C.uint8_t, n C.size_t, reply **C.uint8_t, r
 //export goPhpWorkerRespond
 func goPhpWorkerRespond(handle C.size_t, resp *C.php_worker_response_t) C.int32_t {
 	countOut()
-	return deliverResponse(handle, resp, false)
+	return deliverResponse(handle, resp, OnPHPThread)
 }
 
 // deliverResponse hands response data to the Host (the respond callback, or a
 // completion taken from the core's queue); non-zero when the client is gone.
-func deliverResponse(handle C.size_t, resp *C.php_worker_response_t, queued bool) C.int32_t {
+func deliverResponse(handle C.size_t, resp *C.php_worker_response_t, from Delivery) C.int32_t {
 	r := Response{
 		Status:     int(resp.status),
 		Flags:      uint32(resp.flags),
@@ -137,7 +154,7 @@ func deliverResponse(handle C.size_t, resp *C.php_worker_response_t, queued bool
 	if resp.body_len > 0 {
 		r.Body = unsafe.Slice((*byte)(unsafe.Pointer(resp.body)), int(resp.body_len))
 	}
-	if !host.Respond(uintptr(handle), r, queued) {
+	if !host.Respond(uintptr(handle), r, from) {
 		return 1
 	}
 	return 0

@@ -221,7 +221,7 @@ func (e *Engine) takeCompletions() {
 		return
 	}
 	for _, c := range unsafe.Slice(items, int(n)) {
-		deliverResponse(c.handle, &c.response, true)
+		deliverResponse(c.handle, &c.response, FromCompletions)
 	}
 	C.php_worker_completions_delete(batch)
 }

@@ -23,9 +23,9 @@ type Host struct {
 }
 
 // Respond queues (or writes) response data for the request's handler goroutine.
-func (h Host) Respond(handle uintptr, resp core.Response, queued bool) bool {
+func (h Host) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	pr := lookupRequest(handle)
-	ok := pr.respond(resp, queued)
+	ok := pr.respond(resp, from)
 	if resp.Flags&core.ResponseDone != 0 {
 		pr.release() // the core's reference
 	}

@@ -140,10 +140,14 @@ func (pr *phpRequest) logger() *zap.Logger {
 // client), or with response buffering off writes it to the client at once; false when
 // the client is gone.
 //
-// queued says the data came from the core's completion queue, on the goroutine that
-// delivers completions: it never writes to the client itself, whatever the policy, so a
-// slow client cannot hold up the completions of other requests.
-func (pr *phpRequest) respond(resp core.Response, queued bool) bool {
+// Only a PHP thread's own call (core.OnPHPThread) ever writes to the client: the
+// goroutines that deliver the data of many requests must not wait on one slow client.
+// The completions' goroutine keeps what it delivers in memory (a completion is small,
+// and a slow disk must not hold up the others); a child process's read loop delivers
+// responses of any size, so their bodies keep to the memory bounds and spill past them,
+// whatever the policy: with buffering off, a child's PHP thread cannot be made to wait
+// on the client instead.
+func (pr *phpRequest) respond(resp core.Response, from core.Delivery) bool {
 	status, headers, body, flags := resp.Status, resp.Headers, resp.Body, resp.Flags
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -185,13 +189,13 @@ func (pr *phpRequest) respond(resp core.Response, queued bool) bool {
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partHeader, status: status, header: h})
 		}
 		if ok && len(body) > 0 {
-			if pr.out.Off && !queued {
+			if pr.out.Off && from == core.OnPHPThread {
 				// Written below, before the core reuses its bytes.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: body})
-			} else if pr.out.Off {
+			} else if pr.out.Off && from == core.FromCompletions {
 				// For the handler goroutine to write; the core frees its bytes after this.
 				pr.out.parts = append(pr.out.parts, responsePart{kind: partBody, data: bytes.Clone(body)})
-			} else if err := pr.out.queueBody(body, queued); err != nil {
+			} else if err := pr.out.queueBody(body, from == core.FromCompletions); err != nil {
 				// The rest of the response is lost: the handler answers 500, or cuts the
 				// response off, and PHP is told the client is gone.
 				pr.logger().Error("cannot buffer the response (memory bound reached and the spill file failed)", zap.Error(err))
@@ -203,7 +207,7 @@ func (pr *phpRequest) respond(resp core.Response, queued bool) bool {
 			pr.out.parts = append(pr.out.parts, responsePart{kind: partFlush})
 		}
 	}
-	if ok && pr.out.Off && !queued {
+	if ok && pr.out.Off && from == core.OnPHPThread {
 		parts := pr.out.take()
 		err := writeParts(pr.w, nil, parts)
 		pr.markSent(parts)

@@ -127,16 +127,16 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 }
 
 func TestACompletionIsNeverWrittenByTheGoroutineThatDeliversIt(t *testing.T) {
-	for _, queued := range []bool{false, true} {
+	for _, from := range []core.Delivery{core.OnPHPThread, core.FromCompletions} {
 		w := &recordingWriter{header: http.Header{}}
 		pr := &phpRequest{w: w, wake: make(chan struct{}, 1), uri: "/"}
 		pr.out.BufferPolicy = BufferPolicy{Off: true}
 		body := []byte("hello")
-		if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, queued) {
-			t.Fatalf("queued=%v: the client is not gone", queued)
+		if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, from) {
+			t.Fatalf("delivery %v: the client is not gone", from)
 		}
 		body[0] = 'J' // the core reuses or frees its bytes once the call returns
-		if !queued {
+		if from == core.OnPHPThread {
 			if w.status != 200 || string(w.wrote) != "hello" || len(pr.out.parts) != 0 {
 				t.Errorf("a callback with response_buffer off writes to the client itself: %d %q", w.status, w.wrote)
 			}
@@ -165,7 +165,7 @@ func TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt(t *testing.T) {
 	pr.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
 	defer pr.out.reset()
 	body := bytes.Repeat([]byte("x"), 1000)
-	if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, true) {
+	if !pr.respond(core.Response{Status: 200, Body: body, Flags: core.ResponseDone}, core.FromCompletions) {
 		t.Fatal("a completion past the bound was refused: the delivering goroutine tried the disk")
 	}
 	if pr.truncated || pr.out.spill != nil {
@@ -184,8 +184,40 @@ func TestACompletionNeverSpillsOnTheGoroutineThatDeliversIt(t *testing.T) {
 	pr2 := &phpRequest{site: testSite, wake: make(chan struct{}, 1), uri: "/"}
 	pr2.out.BufferPolicy = BufferPolicy{Limit: 16, Total: 64 << 20}
 	defer pr2.out.reset()
-	if pr2.respond(core.Response{Status: 200, Body: body}, false) || !pr2.truncated {
+	if pr2.respond(core.Response{Status: 200, Body: body}, core.OnPHPThread) || !pr2.truncated {
 		t.Error("a callback past the bound must spill, and fail without a spill file")
+	}
+}
+
+// TestAChildsResponseKeepsToTheMemoryBounds: a child process's read loop delivers
+// responses of any size for many requests. Past the bounds their bodies spill to disk,
+// with response buffering off too (a child's PHP thread cannot wait on the client), and
+// nothing reaches the client from the read loop.
+func TestAChildsResponseKeepsToTheMemoryBounds(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		w := &recordingWriter{header: http.Header{}}
+		pr := &phpRequest{w: w, site: testSite, wake: make(chan struct{}, 1), uri: "/"}
+		pr.out.BufferPolicy = BufferPolicy{Limit: 64 << 10, Total: 64 << 20, Off: off}
+		chunk := bytes.Repeat([]byte("x"), 48<<10)
+		for i := 0; i < 8; i++ {
+			if !pr.respond(core.Response{Status: 200, Body: chunk}, core.FromChild) {
+				t.Fatalf("off=%v: chunk %d refused", off, i)
+			}
+		}
+		if w.status != 0 || len(w.wrote) != 0 {
+			t.Errorf("off=%v: the read loop wrote to the client", off)
+		}
+		if pr.out.memory > 64<<10 || pr.out.spill == nil {
+			t.Errorf("off=%v: %d bytes in memory past a 64 KiB bound, spill file %v", off, pr.out.memory, pr.out.spill)
+		}
+		var n int64
+		for _, p := range pr.out.take() {
+			n += int64(len(p.data)) + p.length
+		}
+		if n != 8*48<<10 {
+			t.Errorf("off=%v: %d bytes queued, want every byte", off, n)
+		}
+		pr.out.reset()
 	}
 }
 
