@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -205,10 +206,48 @@ func (c *child) Respond(handle uintptr, resp core.Response, from core.Delivery) 
 		cr.mu.Unlock()
 		c.forget(uint64(handle))
 	}
+	// One PHP write can be any size (readfile() writes a whole file at once): the body
+	// crosses in pieces, each queued behind the link's bound on what waits for the
+	// writer, so this PHP thread goes at the wire's pace and no frame is past maxFrame.
+	// The status, the headers and the thread go with the first piece, the flags (DONE,
+	// a flush) with the last.
+	for len(resp.Body) > respondPiece {
+		first := resp
+		first.Body, first.Flags = resp.Body[:respondPiece], 0
+		if !c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &first) }) {
+			return c.respondRefused(handle, resp)
+		}
+		resp.Status, resp.Headers, resp.Thread, resp.Queued = 0, nil, -1, 0
+		resp.Body = resp.Body[respondPiece:]
+		if cr != nil && cr.gone.Load() {
+			resp.Body = nil // nobody reads the rest; the flags still go
+		}
+	}
 	if !c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &resp) }) {
-		return false
+		return c.respondRefused(handle, resp)
 	}
 	return cr == nil || !cr.gone.Load()
+}
+
+// respondPiece is the largest body a response frame carries.
+const respondPiece = 1 << 20
+
+// respondRefused handles a response frame the link did not take: false when the link is
+// closed (the Caddy process answers for a child it lost). Otherwise the frame was past
+// maxFrame, which only headers of tens of MiB can make: the request still ends, as a
+// 500 if nothing left yet.
+func (c *child) respondRefused(handle uintptr, resp core.Response) bool {
+	if c.link.isClosed() {
+		return false
+	}
+	c.Logger(handle).Error("a response part is too large to cross to the Caddy process; the response ends here",
+		zap.Int("headers", len(resp.Headers)), zap.Int("limit", maxFrame))
+	end := core.Response{Flags: resp.Flags & core.ResponseDone, Thread: -1}
+	if resp.Status != 0 {
+		end.Status = 500
+	}
+	c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &end) })
+	return false
 }
 
 // ReadBody asks the Caddy process for body bytes and waits for them.
@@ -218,7 +257,8 @@ func (c *child) ReadBody(handle uintptr, buf []byte) int {
 		return -1
 	}
 	var want [4]byte
-	binary.LittleEndian.PutUint32(want[:], uint32(min(len(buf), maxFrame)))
+	// The answer carries an 8-byte count before the bytes.
+	binary.LittleEndian.PutUint32(want[:], uint32(min(len(buf), maxFrame-8)))
 	if !c.link.send(kindReadBody, uint64(handle), want[:]) {
 		return -1
 	}
@@ -239,7 +279,13 @@ func (c *child) SharedStore(request []byte) ([]byte, bool) {
 	id := c.nextStore
 	c.stores[id] = ch
 	c.mu.Unlock()
-	if !c.link.send(kindStore, id, request) {
+	if len(request) > maxFrame {
+		// One frame carries the operation; in one process the table takes values up to
+		// its capacity, here up to the wire's frame.
+		c.Logger(0).Warn("a shared table value is too large to cross to the Caddy process; the write fails",
+			zap.Int("bytes", len(request)), zap.Int("limit", maxFrame))
+	}
+	if len(request) > maxFrame || !c.link.send(kindStore, id, request) {
 		c.mu.Lock()
 		delete(c.stores, id)
 		c.mu.Unlock()
@@ -285,11 +331,29 @@ func (f *forwardCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		fl.AddTo(enc)
 	}
 	raw, err := json.Marshal(enc.Fields)
-	if err != nil {
+	if err != nil || len(raw) > maxLogPart {
 		raw = nil
 	}
-	f.c.link.send(kindLog, f.handle, packLog(int8(e.Level), e.Message, raw))
+	f.c.link.send(kindLog, f.handle, packLog(int8(e.Level), cutLogMessage(e.Message), raw))
 	return nil
+}
+
+// maxLogPart bounds a forwarded line's message, and its fields, which are dropped past
+// it: a line of megabytes (error_log() of a whole payload) helps no log reader, and a
+// line must fit one frame of the wire.
+const maxLogPart = 1 << 20
+
+// cutLogMessage cuts a message past maxLogPart at a character's start, and says how
+// much was cut.
+func cutLogMessage(msg string) string {
+	if len(msg) <= maxLogPart {
+		return msg
+	}
+	end := maxLogPart
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return fmt.Sprintf("%s… [%d bytes cut]", msg[:end], len(msg)-end)
 }
 
 func (f *forwardCore) Sync() error { return nil }
@@ -353,6 +417,10 @@ func (c *child) call(id uint64, raw []byte) {
 		rep.Result, _ = json.Marshal(result)
 	}
 	out, _ := json.Marshal(rep)
+	if len(out) > maxFrame {
+		out, _ = json.Marshal(reply{Error: fmt.Sprintf("the %s reply is %d bytes, past the %d bytes a PHP process can send back",
+			req.Op, len(out), maxFrame)})
+	}
 	c.link.send(kindReply, id, out)
 }
 

@@ -6,6 +6,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -138,6 +140,40 @@ func TestFramesArriveInOrderFromManySenders(t *testing.T) {
 	}
 	if l.send(kindRespond, 1) || l.post(kindRespond, 1) {
 		t.Error("a closed link took a frame")
+	}
+}
+
+// TestAFramePastTheLimitIsRefusedAndTheWireLives: a frame past maxFrame would make the
+// peer's reader end the wire and every request on it; the link refuses it instead, and
+// the frames after it cross.
+func TestAFramePastTheLimitIsRefusedAndTheWireLives(t *testing.T) {
+	ours, theirs := socketPair(t)
+	l := newLink(ours)
+	r := newReader(theirs)
+	go func() {
+		if l.send(kindLog, 1, make([]byte, maxFrame+1)) {
+			t.Error("a frame past maxFrame was taken")
+		}
+		l.send(kindLog, 2, []byte("after"))
+	}()
+	kind, id, payload, err := r.next()
+	if err != nil || kind != kindLog || id != 2 || string(payload) != "after" {
+		t.Fatalf("got kind %d id %d %q, %v; want the frame after the refused one", kind, id, payload, err)
+	}
+	l.close()
+}
+
+// TestALogMessageIsCutAtACharactersStart: a message past maxLogPart keeps its first
+// maxLogPart bytes or fewer, never half a character, and says how much went.
+func TestALogMessageIsCutAtACharactersStart(t *testing.T) {
+	if got := cutLogMessage("short"); got != "short" {
+		t.Errorf("a short message changed: %q", got)
+	}
+	msg := strings.Repeat("é", maxLogPart) // 2 bytes each: the bound falls inside one
+	got := cutLogMessage("x" + msg)
+	head, _, _ := strings.Cut(got, "…")
+	if !utf8.ValidString(got) || len(head) > maxLogPart || !strings.HasSuffix(got, fmt.Sprintf("[%d bytes cut]", 1+len(msg)-len(head))) {
+		t.Errorf("cut to %d bytes, valid %v, ends %q", len(head), utf8.ValidString(got), got[len(got)-30:])
 	}
 }
 

@@ -45,8 +45,10 @@ const (
 
 const headLen = 16
 
-// maxFrame bounds a frame's payload: a response chunk is at most the core's output
-// buffer, a body chunk what PHP asked for.
+// maxFrame bounds a frame's payload. The senders keep to it: response bodies cross in
+// pieces of at most respondPiece, log lines are cut, and shared table values and call
+// replies past it are refused; a frame past it is never queued, so the peer never sees
+// one (its reader ends the wire on one).
 const maxFrame = 64 << 20
 
 // pendingLimit is how many bytes a link buffers before senders wait for the writer.
@@ -75,7 +77,7 @@ func newLink(f *os.File) *link {
 }
 
 // send queues one frame made of its parts and writes out what is queued unless a
-// write is in progress; false when the link is closed.
+// write is in progress; false when the link is closed or the frame past maxFrame.
 func (l *link) send(kind uint8, id uint64, parts ...[]byte) bool {
 	return l.sendWith(kind, id, true, func(dst []byte) []byte {
 		for _, p := range parts {
@@ -126,7 +128,15 @@ func (l *link) queue(kind uint8, id uint64, mode int, fill func([]byte) []byte) 
 	head[4] = kind
 	binary.LittleEndian.PutUint64(head[8:], id)
 	l.pending = fill(append(l.pending, head[:]...))
-	binary.LittleEndian.PutUint32(l.pending[at:], uint32(len(l.pending)-at-headLen))
+	n := len(l.pending) - at - headLen
+	if n > maxFrame {
+		// A sender's bug, refused here rather than ending the wire and every request
+		// on it at the peer's reader.
+		l.pending = l.pending[:at]
+		l.mu.Unlock()
+		return false
+	}
+	binary.LittleEndian.PutUint32(l.pending[at:], uint32(n))
 	if !l.writing {
 		l.writing = true
 		if mode == modePost {
@@ -164,6 +174,13 @@ func (l *link) flush() {
 	l.writing = false
 	l.cond.Broadcast()
 	l.mu.Unlock()
+}
+
+// isClosed says whether the link ended.
+func (l *link) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // close ends the link: queued frames are dropped, senders get false, and the peer
