@@ -114,5 +114,5 @@ env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARG
 [[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; exit 1; }
 stage "PHP 8.2: security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
 PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py tests/e2e/test_survival.py \
-	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py tests/e2e/test_processes_lifecycle.py tests/e2e/test_processes_routing.py tests/e2e/test_cli.py \
+	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py tests/e2e/test_processes_lifecycle.py tests/e2e/test_processes_routing.py tests/e2e/test_processes_large.py tests/e2e/test_cli.py \
 	tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py tests/e2e/test_profile.py
