@@ -172,7 +172,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.opcacheScripts, float64(u.CachedScripts))
 	}
 	if len(s.Processes) > 0 {
-		states := map[string]int{"running": 0, "restarting": 0}
+		states := map[string]int{"running": 0, "restarting": 0, "not_answering": 0}
 		for _, p := range s.Processes {
 			states[p.State]++
 		}

@@ -145,6 +145,46 @@ def test_a_process_lives_through_the_signals_that_stop_a_server(start_server, tm
     assert srv.stop() == 0
 
 
+HUNG = "a PHP process answered no ping; killing it as hung"
+
+
+def test_a_process_that_stops_answering_is_killed_and_replaced(start_server, tmp_path):
+    """A child stopped with SIGSTOP (a debugger, the cgroup freezer) answers nothing.
+    Snapshots wait at most 2 s for it and show it as not answering, readiness holds
+    while the other child runs, and after 10 s without an answer to its pings it is
+    killed and replaced. Requests sent to it while it was stopped ran nowhere yet:
+    they run in the other child, 200."""
+    srv = start_server("lifecycle-hung", caddyfile(app(tmp_path)))
+    children = running_pids(srv.threads())
+    victim = min(children)
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        answers = [in_background(lambda: srv.get("/sleep.php", timeout=40)) for _ in range(4)]
+        started = time.monotonic()
+        threads = srv.threads()
+        took = time.monotonic() - started
+        assert took < 4, f"the thread list waited {took:.1f} s for a stopped child"
+        states = {p["pid"]: p["state"] for p in threads["processes"]}
+        assert states[victim] == "not_answering", states
+        assert srv.admin("GET", "/php_worker/ready")[0] == 200, "the other child serves"
+        hung = srv.wait_log(lambda e: e.get("msg") == HUNG, timeout=20)
+        assert hung and hung[0]["pid"] == victim, srv.log_text()[-3000:]
+        died = srv.wait_log(lambda e: e.get("msg") == DIED, timeout=5)
+        assert died and died[0]["pid"] == victim and died[0]["how"] == "killed by SIGKILL", died
+        for answer in answers:
+            answer["thread"].join(30)
+            r = answer.get("result")
+            assert r is not None and r.status == 200 and pid_of(r.text) != victim, answer
+    finally:
+        try:
+            os.kill(victim, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert eventually(lambda: len(running_pids(srv.threads())) == 2 and victim not in running_pids(srv.threads()),
+                      timeout=15)
+    assert srv.stop() == 0
+
+
 class Started:
     """A server run from `binary` with a Caddyfile, its standard output and standard
     error each in a file of its own (conftest's Server merges them)."""

@@ -427,6 +427,9 @@ func (c *child) call(id uint64, raw []byte) {
 var errNoEngine = errors.New("PHP is not running in this process")
 
 func (c *child) run(req *call) (any, error) {
+	if req.Op == opPing {
+		return nil, nil // from the call's goroutine: it answers while every PHP thread is busy
+	}
 	if req.Op == opStart {
 		if c.engine.Load() != nil {
 			return nil, errors.New("PHP runs already")
@@ -509,4 +512,5 @@ const (
 	opProfileStop   = "profile_stop"
 	opRunJob        = "run_job"
 	opShutdown      = "shutdown"
+	opPing          = "ping"
 )

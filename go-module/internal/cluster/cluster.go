@@ -39,6 +39,9 @@ type Options struct {
 	// Command is the child's command line; by default the running image's (selfExe)
 	// php-worker-child.
 	Command []string
+	// PingTimeout is how long a child may leave its pings unanswered before it is
+	// killed as hung and replaced; 0: DefaultPingTimeout.
+	PingTimeout time.Duration
 	// Installed, if set, is called when a child starts taking requests (the cluster's
 	// mutex held: it must not call the cluster): requests that found no child running
 	// wait for it.

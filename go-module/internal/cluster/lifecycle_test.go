@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestMain(m *testing.M) {
 //   - "garbage": it sends a frame past the size limit, and lives on;
 //   - "orphan": it starts a process that inherits the wire (as a program a script
 //     starts did before close-on-exec), and exits;
-//   - "answer": it sends 300 log lines and the request's whole response, and exits.
+//   - "answer": it sends 300 log lines and the request's whole response, and exits;
+//   - "stop": it stops itself (SIGSTOP), as a debugger or the cgroup freezer would.
 func fakeChild(mode string) int {
 	f := os.NewFile(childFD, "php_worker wire")
 	l := newLink(f)
@@ -68,6 +70,8 @@ func fakeChild(mode string) int {
 					return packRespond(dst, &core.Response{Status: 200, Flags: core.ResponseDone, Thread: 1})
 				})
 				return 0
+			case "stop":
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			}
 		}
 	}
@@ -128,7 +132,7 @@ func fakeCluster(t *testing.T, mode string) (*Cluster, *recordingHost) {
 	previous := core.CurrentHost()
 	core.SetHost(host)
 	t.Cleanup(func() { core.SetHost(previous) })
-	c := &Cluster{opts: Options{Processes: 2, Command: []string{os.Args[0], "-test.run=^$"}},
+	c := &Cluster{opts: Options{Processes: 2, Command: []string{os.Args[0], "-test.run=^$"}, PingTimeout: time.Second},
 		pools: map[uint32]*pool{}, stopped: make(chan struct{})}
 	c.stopping.Store(true)
 	return c, host
@@ -230,5 +234,33 @@ func TestWhatAChildWroteBeforeItsEndIsRead(t *testing.T) {
 	_, host := spawnFake(t, "answer")
 	if r := answer(t, host, 10*time.Second, "the request was never answered"); r.resp.Status != 200 {
 		t.Errorf("answered %+v, want the child's 200", r.resp)
+	}
+}
+
+// A child that stops answering (stopped, as by a debugger) is killed once its pings go
+// unanswered for the ping timeout: its request is answered, and a control call waiting
+// on it ends, instead of both waiting for ever.
+func TestAChildThatAnswersNoPingIsKilled(t *testing.T) {
+	p, host := spawnFake(t, "stop")
+	calls := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // after the child stopped
+		_, err := p.call(call{Op: opResizeClassic, N: 1})
+		calls <- err
+	}()
+	r := answer(t, host, 10*time.Second, "the request of a stopped child was never answered")
+	if r.resp.Refusal != core.RefusedProcessDied {
+		t.Errorf("answered %+v, want the refusal of a dead process", r.resp)
+	}
+	if how := p.exitedHow(5 * time.Second); how != "killed by SIGKILL" {
+		t.Errorf("the child ended: %s, want killed by SIGKILL", how)
+	}
+	select {
+	case err := <-calls:
+		if err == nil {
+			t.Error("a call to a stopped child succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a control call still waits on a child that was killed")
 	}
 }

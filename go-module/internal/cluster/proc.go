@@ -152,6 +152,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	}()
 	go p.watch()
 	go p.readLoop(newReader(ours))
+	go p.pings()
 
 	c.mu.Lock()
 	classic, scale, deadline, shared, local := c.classic, c.scale, c.deadline, c.opts.Shared, c.opts.Local
@@ -249,9 +250,54 @@ func (p *proc) clusterGeneration(pool, own uint32) uint32 {
 
 var errProcessGone = errors.New("the PHP process ended")
 
-// call runs a control call and waits for its reply.
+// call runs a control call and waits for its reply. A call that makes the child wait
+// (a resize waits for busy threads, a job for its script) has no bound of its own: a
+// child that stops answering is killed by its pings, which ends every call.
 func (p *proc) call(req call) (json.RawMessage, error) {
-	return p.callWithin(req, 0)
+	d := time.Duration(0)
+	if req.Op == opStats {
+		// Behind the probes, the metrics and the status page: a child that does not
+		// answer at once shows as not answering rather than hold them up.
+		d = statsTimeout
+	}
+	return p.callWithin(req, d)
+}
+
+// statsTimeout bounds a child's answer to a snapshot.
+const statsTimeout = 2 * time.Second
+
+// DefaultPingTimeout is how long a child may leave its pings unanswered before it is
+// killed as hung (Options.PingTimeout).
+const DefaultPingTimeout = 10 * time.Second
+
+// pings checks that the child answers, a ping every fifth of the ping timeout: one that
+// answers none for the timeout (stopped by SIGSTOP or a debugger, or deadlocked) is
+// killed, which fails every call and request waiting on it, and is replaced as a crash
+// is. Its PHP threads play no part: a child whose threads are all busy answers at once.
+func (p *proc) pings() {
+	timeout := p.c.opts.PingTimeout
+	if timeout <= 0 {
+		timeout = DefaultPingTimeout
+	}
+	t := time.NewTicker(timeout / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.exited:
+			return
+		case <-t.C:
+		}
+		_, err := p.callWithin(call{Op: opPing}, timeout)
+		switch {
+		case errors.Is(err, errCallTimeout) && !p.ending.Load():
+			p.c.logger().Error("a PHP process answered no ping; killing it as hung", zap.Int("process", p.slot),
+				zap.Int("pid", p.cmd.Process.Pid), zap.Duration("timeout", timeout))
+			p.kill()
+			return
+		case err != nil:
+			return // it ended, or ends
+		}
+	}
 }
 
 var errCallTimeout = errors.New("the PHP process did not answer in time")
@@ -273,7 +319,11 @@ func (p *proc) callWithin(req call, d time.Duration) (json.RawMessage, error) {
 	id := p.nextCall
 	p.calls[id] = ch
 	p.mu.Unlock()
-	if !p.link.send(kindCall, id, raw) {
+	// Posted: a call never waits for a child that stopped reading its wire.
+	if !p.link.post(kindCall, id, raw) {
+		p.mu.Lock()
+		delete(p.calls, id)
+		p.mu.Unlock()
 		return nil, errProcessGone
 	}
 	var timeout <-chan time.Time

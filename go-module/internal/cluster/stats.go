@@ -23,9 +23,11 @@ import (
 
 // procStats is one child in the snapshot.
 type procStats struct {
-	Process  int    `json:"process"`
-	PID      int    `json:"pid"`
-	State    string `json:"state"` // running, or restarting (dead, its replacement due)
+	Process int `json:"process"`
+	PID     int `json:"pid"`
+	// running; restarting (dead, its replacement due); or not_answering (alive, but its
+	// snapshot did not come in time: stopped or hung, and killed if it stays so).
+	State    string `json:"state"`
 	Requests int64  `json:"requests"`
 }
 
@@ -78,6 +80,9 @@ func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
 			ps.PID = p.cmd.Process.Pid
 		}
 		if raw == nil {
+			if p != nil && p.alive.Load() {
+				ps.State = "not_answering"
+			}
 			list = append(list, ps)
 			continue
 		}
