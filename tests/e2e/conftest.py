@@ -313,15 +313,22 @@ class Server:
         return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().startswith("php-"))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        status = stop_process(self.proc)
         self.log_file.close()
-        return self.proc.returncode
+        return status
+
+
+def stop_process(proc):
+    """Stops a server as Ctrl-C does (SIGINT), killing it if it has not ended within
+    30 s; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def eventually(check, timeout=10, pause=0.05):

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import CADDY, REPO, eventually, free_port, http_get, make_caddyfile
+from conftest import CADDY, REPO, eventually, free_port, http_get, make_caddyfile, stop_process
 
 DIED = "a PHP process died; the requests it ran were answered 502, and it is replaced"
 
@@ -220,16 +220,10 @@ class Started:
         return json.loads(body)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        status = stop_process(self.proc)
         self.out.close()
         self.err.close()
-        return self.proc.returncode
+        return status
 
 
 # A background worker and a scheduled job that write a line to php://stdout.

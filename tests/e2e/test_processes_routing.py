@@ -147,6 +147,19 @@ while (frankenphp_handle_request(function () { echo 'pid=' . getmypid(); })) {
 """
 
 
+def worker_site(root, crashext, worker_extra=""):
+    """processes 2 with the crashing extension, 4 threads, and root/worker.php as a
+    2-thread worker for /w/*."""
+    def make(port, admin):
+        return make_caddyfile(port, admin, app=root, threads=4, global_extra=f"""\t\tprocesses 2
+		php_ini extension {crashext}""", site_extra=f"""\t\tworker {{
+			file {root}/worker.php
+			num 2
+			match /w/*
+{worker_extra}		}}""")
+    return make
+
+
 def test_probes_fail_while_no_process_runs(start_server, crashext, tmp_path):
     """A worker whose boot crashes its process every time: once both children are gone,
     each replacement dies at boot, and between those deaths no child runs at all.
@@ -155,14 +168,7 @@ def test_probes_fail_while_no_process_runs(start_server, crashext, tmp_path):
     (tmp_path / "worker.php").write_text(BOOT_CRASH_WORKER)
     (tmp_path / "index.php").write_text("<?php echo 'classic';")
 
-    def make(port, admin):
-        return make_caddyfile(port, admin, app=tmp_path, threads=4, global_extra=f"""\t\tprocesses 2
-		php_ini extension {crashext}""", site_extra=f"""\t\tworker {{
-			file {tmp_path}/worker.php
-			num 2
-			match /w/*
-		}}""")
-    srv = start_server("processes-probes", make)
+    srv = start_server("processes-probes", worker_site(tmp_path, crashext))
     assert srv.admin("GET", "/php_worker/ready")[0] == 200
     (tmp_path / "crash-at-boot").write_text("")
     for pid in running_pids(srv):
@@ -210,15 +216,7 @@ def test_requests_avoid_a_process_whose_worker_fails_to_boot(start_server, crash
     (tmp_path / "worker.php").write_text(FAIL_IN_SECOND_WORKER)
     (tmp_path / "index.php").write_text("<?php echo 'classic';")
 
-    def make(port, admin):
-        return make_caddyfile(port, admin, app=tmp_path, threads=4, global_extra=f"""\t\tprocesses 2
-		php_ini extension {crashext}""", site_extra=f"""\t\tworker {{
-			file {tmp_path}/worker.php
-			num 2
-			match /w/*
-			max_boot_backoff 1s
-		}}""")
-    srv = start_server("processes-boot-failing", make)
+    srv = start_server("processes-boot-failing", worker_site(tmp_path, crashext, "\t\t\tmax_boot_backoff 1s\n"))
     owner = int((tmp_path / "owner").read_text())
     assert srv.wait_log(lambda e: "failed before reaching" in e.get("msg", ""), timeout=10)
     statuses, pids = [], set()
