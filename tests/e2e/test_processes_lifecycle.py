@@ -185,6 +185,56 @@ def test_a_process_that_stops_answering_is_killed_and_replaced(start_server, tmp
     assert srv.stop() == 0
 
 
+# A background worker that notes when each copy starts and ends, with its pid; told to
+# stop, it takes a second to finish its work, as a queue consumer finishing a job does.
+NOTED_BACKGROUND = """<?php
+$log = getenv('NOTES');
+file_put_contents($log, sprintf("start %d %.6f\\n", getmypid(), microtime(true)), FILE_APPEND | LOCK_EX);
+while (!php_worker_wait_stop(0.1)) {
+}
+usleep(1000000);
+file_put_contents($log, sprintf("end %d %.6f\\n", getmypid(), microtime(true)), FILE_APPEND | LOCK_EX);
+"""
+
+
+def test_a_roll_never_runs_two_copies_of_a_single_background_worker(start_server, tmp_path):
+    """A `num 1` background worker with processes 2, and a php_ini reload, which starts
+    a new child per slot and retires the old one: the new child's copy starts only once
+    the old child's copy ended, as a worker restart does in one process."""
+    (tmp_path / "bg.php").write_text(NOTED_BACKGROUND)
+    notes = tmp_path / "notes"
+
+    def make(memory):
+        def caddyfile_(port, admin):
+            return make_caddyfile(port, admin, app=app(tmp_path), threads=4, global_extra=f"""\t\tprocesses 2
+		shutdown_timeout 3s
+		php_ini memory_limit {memory}
+		background {{
+			file {tmp_path}/bg.php
+			env NOTES {notes}
+		}}""")
+        return caddyfile_
+    srv = start_server("lifecycle-roll-background", make("128M"))
+    assert eventually(lambda: notes.exists() and notes.read_text().count("start") == 1, timeout=15)
+    before = running_pids(srv.threads())
+    status, body = srv.load(make("256M")(srv.port, srv.admin_port))
+    assert status == 200, body
+    after = set()
+    assert eventually(lambda: (after := running_pids(srv.threads())) and not after & before, timeout=30)
+
+    def events():
+        return [(kind, int(pid), float(at)) for kind, pid, at in (line.split() for line in notes.read_text().splitlines())]
+    # The load restarts the copy in its old child first (a new config), then the roll
+    # moves it to the slot's new child.
+    assert eventually(lambda: any(kind == "start" and pid not in before for kind, pid, _ in events()), timeout=15), \
+        notes.read_text()
+    running = 0
+    for kind, _pid, _at in sorted(events(), key=lambda e: e[2]):
+        running += 1 if kind == "start" else -1
+        assert running <= 1, f"two copies ran at once: {notes.read_text()}"
+    assert srv.stop() == 0
+
+
 class Started:
     """A server run from `binary` with a Caddyfile, its standard output and standard
     error each in a file of its own (conftest's Server merges them)."""

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -475,7 +476,10 @@ func (c *child) run(req *call) (any, error) {
 	case opDiscardPool:
 		return nil, e.DiscardPool(req.Pool, req.Generation)
 	case opDeletePool:
-		return nil, e.DeletePool(req.Pool)
+		if err := e.DeletePool(req.Pool); err != nil || req.MS <= 0 {
+			return nil, err
+		}
+		return nil, waitPoolEnded(e, req.Pool, time.Duration(req.MS)*time.Millisecond)
 	case opStats:
 		return e.StatsJSON()
 	case opWaiting:
@@ -492,6 +496,35 @@ func (c *child) run(req *call) (any, error) {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown call %q", req.Op)
+}
+
+// waitPoolEnded waits until no thread of a deleted pool runs (the engine's delete does
+// not wait for them), up to d.
+func waitPoolEnded(e *core.Engine, pool uint32, d time.Duration) error {
+	type thread struct {
+		Pool *uint32 `json:"pool"`
+	}
+	ofPool := func(t thread) bool { return t.Pool != nil && *t.Pool == pool }
+	deadline := time.Now().Add(d)
+	for {
+		raw, err := e.StatsJSON()
+		if err != nil {
+			return err
+		}
+		var s struct {
+			Threads []thread `json:"threads"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(s.Threads, ofPool) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the threads of worker pool %d still run %s after it was deleted", pool, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // The control calls.

@@ -201,6 +201,68 @@ func (c *Cluster) runs(spec []byte, i int) bool {
 	return evenShare(f.Num, i, c.opts.Processes) > 0
 }
 
+// isBackground tells whether a worker spec is a background worker's.
+func isBackground(spec []byte) bool {
+	var f specFields
+	return json.Unmarshal(spec, &f) == nil && f.Kind == "background"
+}
+
+// stopBackground ends the background workers the child of a slot runs and waits for
+// their scripts to end, before a roll starts the slot's new child with its own copies:
+// never more than num copies run at once, as in one process, where a restarted
+// background worker's new copy starts once the old one ended. It returns the child and
+// the pools it stopped, for resumeBackground.
+func (c *Cluster) stopBackground(slot int, grace time.Duration) (*proc, []uint32) {
+	c.mu.Lock()
+	p := c.procs[slot]
+	var ids []uint32
+	if p != nil && p.alive.Load() {
+		for id := range p.pools {
+			if pl := c.pools[id]; pl != nil && isBackground(pl.spec) {
+				ids = append(ids, id)
+				delete(p.pools, id)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		// The scripts have their stop_timeout to end, within the roll's grace.
+		if _, err := p.call(call{Op: opDeletePool, Pool: id, MS: (grace + 5*time.Second).Milliseconds()}); err != nil {
+			c.logger().Warn("a background worker did not stop before its process was replaced",
+				zap.Int("process", slot), zap.Uint32("pool", id), zap.Error(err))
+		}
+	}
+	return p, ids
+}
+
+// resumeBackground starts again, in a child that keeps its slot because its
+// replacement did not start, the background workers stopBackground ended.
+func (c *Cluster) resumeBackground(slot int, p *proc, ids []uint32) {
+	for _, id := range ids {
+		c.mu.Lock()
+		pl := c.pools[id]
+		keeps := pl != nil && c.procs[slot] == p && p.alive.Load()
+		var spec []byte
+		var base uint32
+		if keeps {
+			spec, base = c.specShare(pl.spec, slot), pl.specGen
+		}
+		c.mu.Unlock()
+		if !keeps {
+			continue
+		}
+		if _, err := p.call(call{Op: opNewPool, Pool: id, Spec: spec}); err != nil {
+			c.logger().Error("a background worker could not start again in its process", zap.Int("process", slot),
+				zap.Uint32("pool", id), zap.Error(err))
+			continue
+		}
+		c.mu.Lock()
+		p.pools[id], p.base[id] = true, base
+		delete(p.generations, id)
+		c.mu.Unlock()
+	}
+}
+
 // specShare is a worker spec with its num and max_threads divided for child i.
 func (c *Cluster) specShare(spec []byte, i int) []byte {
 	var m map[string]any
@@ -607,6 +669,7 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 	c.mu.Unlock()
 	var errs []error
 	for i := range c.opts.Processes {
+		holder, paused := c.stopBackground(i, grace)
 		old, err := c.spawnInstalled(i, minBackoff)
 		for try := 0; err != nil && i > 0 && try < 2; try++ {
 			// The settings started a child already: this failure is the moment's.
@@ -614,6 +677,7 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 			old, err = c.spawnInstalled(i, minBackoff)
 		}
 		if err != nil {
+			c.resumeBackground(i, holder, paused)
 			if i == 0 {
 				c.mu.Lock()
 				c.opts.Settings = previous

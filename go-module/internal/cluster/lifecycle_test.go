@@ -87,6 +87,9 @@ func fakeReply(payload []byte) []byte {
 	if req.Op == opStart && req.Build != buildID() {
 		return []byte(`{"error":"the start carries another build"}`)
 	}
+	if req.Op == opStart && strings.Contains(string(req.Settings), "refused") {
+		return []byte(`{"error":"PHP refuses these settings"}`)
+	}
 	return []byte(`{}`)
 }
 
@@ -262,5 +265,33 @@ func TestAChildThatAnswersNoPingIsKilled(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("a control call still waits on a child that was killed")
+	}
+}
+
+// A roll stops a slot's background workers before it starts the slot's new child (no
+// more than num copies at once). When PHP refuses the new settings, the old child keeps
+// its slot and gets its background workers back.
+func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
+	c, _ := fakeCluster(t, "plain")
+	spec := []byte(`{"kind":"background","num":1}`)
+	c.pools[1] = &pool{spec: spec}
+	c.procs = make([]*proc, 2)
+	for i := range c.procs {
+		p, err := c.spawn(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.kill)
+		c.procs[i] = p
+		p.pools[1] = c.runs(spec, i)
+	}
+	old := c.procs[0]
+	if err := c.Roll([]byte(`{"refused":true}`), time.Second); err == nil {
+		t.Fatal("a roll to settings PHP refuses succeeded")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.procs[0] != old || !old.pools[1] {
+		t.Errorf("slot 0 keeps its child %v and its background worker %v", c.procs[0] == old, old.pools[1])
 	}
 }
