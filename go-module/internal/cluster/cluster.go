@@ -661,35 +661,39 @@ func (c *Cluster) RunJob(spec []byte) (core.JobOutcome, error) {
 // a new child starts in a slot, boots the workers, and takes the slot's share of the
 // requests; then the old one drains and ends. Capacity never drops to nothing. When
 // the first new child cannot start (PHP refuses the settings) the old children go on
-// with the old settings, and the error says why.
+// with the old settings, and the error says why. Once the first one started, the
+// settings are the cluster's: a later slot whose new child fails to start (a failure
+// of the moment, as the settings started a child already) keeps its old child while
+// its new one is tried again in the background, and every child started from then on
+// (a crash's replacement too) has the new settings.
 func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 	c.mu.Lock()
 	previous := c.opts.Settings
 	c.opts.Settings = settings
 	c.mu.Unlock()
-	var errs []error
 	for i := range c.opts.Processes {
-		holder, paused := c.stopBackground(i, grace)
-		old, err := c.spawnInstalled(i, minBackoff)
+		err := c.rollSlot(i, grace)
 		for try := 0; err != nil && i > 0 && try < 2; try++ {
-			// The settings started a child already: this failure is the moment's.
 			time.Sleep(200 * time.Millisecond)
-			old, err = c.spawnInstalled(i, minBackoff)
+			err = c.rollSlot(i, grace)
 		}
-		if err != nil {
-			c.resumeBackground(i, holder, paused)
-			if i == 0 {
-				c.mu.Lock()
-				c.opts.Settings = previous
-				c.mu.Unlock()
-				return err
-			}
-			errs = append(errs, err) // its slot keeps its old child, or is being replaced
+		if err == nil {
 			continue
 		}
-		if old != nil {
-			old.retire(grace)
+		if i == 0 {
+			c.mu.Lock()
+			c.opts.Settings = previous
+			c.mu.Unlock()
+			return err
 		}
+		c.logger().Error("a PHP process does not start with the new php_ini; the one it replaces serves on with the previous php_ini "+
+			"while it is tried again", zap.Int("process", i), zap.Error(err))
+		c.mu.Lock()
+		if !c.stopping.Load() {
+			c.replacing.Add(1)
+			go c.rollLater(i, grace)
+		}
+		c.mu.Unlock()
 	}
 	// The child of debugged requests ends too: the next one starts with the new settings.
 	c.mu.Lock()
@@ -700,7 +704,53 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 		debug.retire(grace)
 	}
 	c.readPostMaxSize() // the request bodies read ahead follow the new setting
-	return errors.Join(errs...)
+	return nil
+}
+
+// rollSlot starts a slot's new child with the cluster's settings, installs it, and
+// retires the child it replaces. The old child's background workers end first, and
+// are given back to it if the new child does not start.
+func (c *Cluster) rollSlot(slot int, grace time.Duration) error {
+	holder, paused := c.stopBackground(slot, grace)
+	old, err := c.spawnInstalled(slot, minBackoff)
+	if err != nil {
+		c.resumeBackground(slot, holder, paused)
+		return err
+	}
+	if old != nil {
+		old.retire(grace)
+	}
+	return nil
+}
+
+// rollLater tries again, with growing pauses, to start a slot's child with the settings
+// a roll could not start it with, until it does, the slot's child is replaced anyway
+// (it died, or another roll came), or the cluster stops.
+func (c *Cluster) rollLater(slot int, grace time.Duration) {
+	defer c.replacing.Done()
+	c.mu.Lock()
+	stale := c.procs[slot]
+	c.mu.Unlock()
+	for wait := time.Second; ; wait = min(2*wait, maxBackoff) {
+		select {
+		case <-time.After(wait):
+		case <-c.stopped:
+			return
+		}
+		c.mu.Lock()
+		replaced := c.procs[slot] != stale
+		c.mu.Unlock()
+		if replaced || c.stopping.Load() {
+			return
+		}
+		err := c.rollSlot(slot, grace)
+		if err == nil {
+			c.logger().Info("a PHP process started with the new php_ini at last", zap.Int("process", slot))
+			return
+		}
+		c.logger().Error("a PHP process still does not start with the new php_ini; trying again", zap.Int("process", slot),
+			zap.Duration("in", min(2*wait, maxBackoff)), zap.Error(err))
+	}
 }
 
 // install puts a started child in its slot; one that died before (its death found

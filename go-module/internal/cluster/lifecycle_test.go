@@ -90,6 +90,21 @@ func fakeReply(payload []byte) []byte {
 	if req.Op == opStart && strings.Contains(string(req.Settings), "refused") {
 		return []byte(`{"error":"PHP refuses these settings"}`)
 	}
+	var flaky struct {
+		Starts string `json:"flaky_starts"`
+	}
+	if req.Op == opStart && json.Unmarshal(req.Settings, &flaky) == nil && flaky.Starts != "" {
+		// Starts 2 to 4 of these settings fail, as a start can for a moment (memory).
+		f, err := os.OpenFile(flaky.Starts, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, _ = f.Write([]byte{'.'})
+			info, _ := f.Stat()
+			f.Close()
+			if n := info.Size(); n >= 2 && n <= 4 {
+				return []byte(`{"error":"no memory for a moment"}`)
+			}
+		}
+	}
 	return []byte(`{}`)
 }
 
@@ -293,5 +308,62 @@ func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.procs[0] != old || !old.pools[1] {
 		t.Errorf("slot 0 keeps its child %v and its background worker %v", c.procs[0] == old, old.pools[1])
+	}
+}
+
+// A roll whose first new child started, but whose second fails to start for a moment:
+// the settings are the cluster's (the roll succeeds), the second slot keeps its old
+// child while a new one is tried again, and then runs the new settings too.
+func TestARollThatFailsPastTheFirstSlotEndsWithTheNewSettingsEverywhere(t *testing.T) {
+	c, _ := fakeCluster(t, "plain")
+	c.procs = make([]*proc, 2)
+	for i := range c.procs {
+		p, err := c.spawn(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.kill)
+		c.procs[i] = p
+	}
+	c.stopping.Store(false) // the slot is tried again
+	t.Cleanup(func() {
+		c.stopping.Store(true)
+		close(c.stopped)
+		c.replacing.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.procs {
+			p.kill()
+		}
+	})
+	old := c.procs[1]
+	settings := []byte(`{"flaky_starts":"` + t.TempDir() + `/starts"}`)
+	if err := c.Roll(settings, time.Second); err != nil {
+		t.Fatalf("the roll failed, though its first child started: %v", err)
+	}
+	c.mu.Lock()
+	kept := c.procs[1] == old
+	c.mu.Unlock()
+	if !kept {
+		t.Fatal("the slot whose new child did not start lost its old child")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		current := c.procs[1]
+		c.mu.Unlock()
+		if current != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot never got a child with the new settings")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if how := old.exitedHow(5 * time.Second); how == "how is not known yet" {
+		t.Error("the old child of the slot still runs")
+	}
+	if string(c.opts.Settings) != string(settings) {
+		t.Errorf("the cluster's settings are %s", c.opts.Settings)
 	}
 }
