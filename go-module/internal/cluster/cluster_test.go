@@ -143,6 +143,57 @@ func TestFramesArriveInOrderFromManySenders(t *testing.T) {
 	}
 }
 
+// TestASenderIsNotKeptWritingOthersFrames: the sender that finds the link idle writes
+// its frame, and what was queued before it, then returns; what other senders queue
+// meanwhile, behind a slow reader, a writer goroutine writes. Before, the first sender
+// stayed in the write loop for as long as the others kept queueing.
+func TestASenderIsNotKeptWritingOthersFrames(t *testing.T) {
+	ours, theirs := socketPair(t)
+	l := newLink(ours)
+	r := newReader(theirs)
+	go func() {
+		for {
+			if _, _, _, err := r.next(); err != nil {
+				return
+			}
+			time.Sleep(200 * time.Microsecond) // a reader slower than the senders
+		}
+	}()
+	returned := make(chan struct{})
+	go func() {
+		l.send(kindRespond, 1, make([]byte, 4<<20)) // the link is idle: this sender writes
+		close(returned)
+	}()
+	for !func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.writing }() {
+		time.Sleep(time.Millisecond)
+	}
+	stop := make(chan struct{})
+	var senders sync.WaitGroup
+	for range 4 {
+		senders.Add(1)
+		go func() {
+			defer senders.Done()
+			chunk := make([]byte, 16<<10)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l.send(kindRespond, 2, chunk)
+			}
+		}()
+	}
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Error("the first sender is still writing the frames the others keep queueing")
+	}
+	close(stop)
+	senders.Wait()
+	l.close()
+}
+
 // TestAFramePastTheLimitIsRefusedAndTheWireLives: a frame past maxFrame would make the
 // peer's reader end the wire and every request on it; the link refuses it instead, and
 // the frames after it cross.

@@ -141,23 +141,34 @@ func (l *link) queue(kind uint8, id uint64, mode int, fill func([]byte) []byte) 
 		l.writing = true
 		if mode == modePost {
 			l.mu.Unlock()
-			go func() {
-				l.mu.Lock()
-				l.flush()
-			}()
+			go l.writer()
 			return true
 		}
-		l.flush()
+		l.flush(true)
 		return true
 	}
 	l.mu.Unlock()
 	return true
 }
 
+// writer writes what is queued until nothing is, on a goroutine of its own.
+func (l *link) writer() {
+	l.mu.Lock()
+	l.flush(false)
+}
+
 // flush writes until nothing is queued; called with mu held and writing set, it
-// returns with mu released.
-func (l *link) flush() {
-	for len(l.pending) > 0 && !l.closed {
+// returns with mu released. A sender (a PHP thread in Respond, a handler goroutine
+// submitting) writes once, its own frame with what was queued before it: what others
+// queue meanwhile goes to a writer goroutine, so a sender never stays in the loop for
+// as long as others keep queueing (its script would stall, and its deadline pass).
+func (l *link) flush(sender bool) {
+	for first := true; len(l.pending) > 0 && !l.closed; first = false {
+		if sender && !first {
+			l.mu.Unlock()
+			go l.writer() // writing stays set: the writer takes over
+			return
+		}
 		out := l.pending
 		l.pending, l.spare = l.spare[:0], nil
 		l.mu.Unlock()
