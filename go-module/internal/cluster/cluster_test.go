@@ -423,7 +423,11 @@ func (h *lockingHost) Logger(handle uintptr) *zap.Logger       { return zap.NewN
 // child finished the request first, its response frame arrives before the verdict, and
 // delivering it takes that lock: the read loop must give the withdraw its answer first,
 // or both wait for ever.
-func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
+// procOnASocket is a proc whose child is the other end of a socket pair (the test
+// plays it) and whose process is a sleep, holding request 7; the host records what it
+// is given.
+func procOnASocket(t *testing.T) (*lockingHost, *proc, *os.File) {
+	t.Helper()
 	host := &lockingHost{responded: make(chan core.Response, 4)}
 	previous := core.CurrentHost()
 	core.SetHost(host)
@@ -439,6 +443,7 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
 	c.stopping.Store(true) // no replacement when the link ends
 	p := &proc{c: c, cmd: cmd, link: newLink(ours), taken: taken, trail: &trailWriter{out: io.Discard},
@@ -449,7 +454,37 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 	p.alive.Store(true)
 	go p.watch()
 	go p.readLoop(newReader(ours))
+	return host, p, theirs
+}
 
+// TestALateWithdrawVerdictDoesNotMarkTheHandlesNextRequest: a withdraw's verdict that
+// comes after its request ended (the DONE overtook it) and after the handle went to a
+// new request on the same child says nothing of that request: were it marked
+// withdrawn, a crash would answer it 502 instead of moving it to another child.
+func TestALateWithdrawVerdictDoesNotMarkTheHandlesNextRequest(t *testing.T) {
+	_, p, theirs := procOnASocket(t)
+	synced := make(chan reply, 1)
+	p.mu.Lock()
+	p.calls[99] = synced
+	p.mu.Unlock()
+	child := newLink(theirs)
+	child.send(kindCancelled, 7, []byte{1}) // the old request's, withdrawn
+	child.send(kindReply, 99, []byte(`{}`)) // read after it
+	select {
+	case <-synced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read loop took no frame")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight[7].withdrawn {
+		t.Error("the request now holding handle 7 was marked withdrawn by the verdict of an earlier one")
+	}
+	delete(p.inflight, 7) // nothing for the proc's end to answer once the test's host is gone
+}
+
+func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
+	host, p, theirs := procOnASocket(t)
 	// The child: it finished request 7 before the cancel came, then says so.
 	child := newLink(theirs)
 	go func() {

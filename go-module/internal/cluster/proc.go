@@ -472,14 +472,17 @@ func (p *proc) readLoop(r *reader) {
 			}
 		case kindCancelled:
 			withdrawn := len(payload) > 0 && payload[0] == 1
-			if withdrawn {
-				p.mu.Lock()
+			p.mu.Lock()
+			// Only while its withdraw waits: once the request's DONE came (it can
+			// overtake this verdict), the withdraw was answered, and the handle may
+			// be another request's already.
+			if _, waits := p.cancels[id]; waits && withdrawn {
 				if h, ok := p.inflight[id]; ok {
 					h.withdrawn = true
 					p.inflight[id] = h
 				}
-				p.mu.Unlock()
 			}
+			p.mu.Unlock()
 			p.answerCancel(id, withdrawn)
 		case kindReply:
 			var rep reply
