@@ -377,7 +377,13 @@ def test_debugged_requests_run_in_a_process_of_their_own(start_server, crashext)
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
     assert {p["pid"] for p in processes(srv)[:2]} == children, "the other children live on"
     assert not [e for e in srv.log_entries() if e.get("msg") == DIED]
+    # A debugged request running when the server stops finishes, as the others do.
+    debugged = {}
+    job = in_background(srv, "/w/sleep?ms=1500&PW_DEBUG=1", debugged, key="debugged")
+    assert eventually(lambda: processes(srv)[-1]["requests"] == 1)
     assert srv.stop() == 0
+    job.join(10)
+    assert debugged["debugged"][0] == 200, debugged
 
 
 def test_max_wait_time_withdraws_queued_requests_from_a_process(start_server, crashext):

@@ -82,6 +82,11 @@ type Cluster struct {
 	// only the debugged request with it. Guarded by mu; debugStart serializes starts.
 	debug      *proc
 	debugStart sync.Mutex
+	// debugBackoff is the pause after the child of debugged requests died, doubled
+	// while it dies within stableAfter of its start (a debugger extension that crashes
+	// at every request); its next start waits until debugNotBefore. Guarded by mu.
+	debugBackoff   time.Duration
+	debugNotBefore time.Time
 	// version counts the changes of the children's settings (threads, pools, limits):
 	// a child started from an older version missed one, and is started again.
 	version uint64
@@ -821,10 +826,20 @@ func (c *Cluster) Shutdown(grace time.Duration) {
 	}
 	c.stopOnce.Do(func() { close(c.stopped) })
 	c.replacing.Wait() // a child being started is ended by its starter
-	_ = c.each(func(p *proc) error {
+	c.mu.Lock()
+	debug := c.debug
+	c.mu.Unlock()
+	drain := func(p *proc) error {
 		_, err := p.callWithin(call{Op: opShutdown, MS: grace.Milliseconds()}, grace+5*time.Second)
 		return err
-	})
+	}
+	var debugDrained sync.WaitGroup
+	if debug != nil && debug.alive.Load() {
+		// Its debugged requests finish too, rather than end as lost.
+		debugDrained.Go(func() { _ = drain(debug) })
+	}
+	_ = c.each(drain)
+	debugDrained.Wait()
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
 	if c.debug != nil {
@@ -955,9 +970,19 @@ func (c *Cluster) debugChild() *proc {
 	defer c.debugStart.Unlock()
 	c.mu.Lock()
 	p = c.debug
+	wait := time.Until(c.debugNotBefore)
 	c.mu.Unlock()
 	if p != nil && p.alive.Load() {
 		return p
+	}
+	if wait > 0 {
+		// After a death, as a slot's replacement does: a crash loop costs a process
+		// start per pause, not one per debugged request.
+		select {
+		case <-time.After(wait):
+		case <-c.stopped:
+			return nil
+		}
 	}
 	p, err := c.spawn(c.debugSlot())
 	if err != nil {

@@ -367,3 +367,37 @@ func TestARollThatFailsPastTheFirstSlotEndsWithTheNewSettingsEverywhere(t *testi
 		t.Errorf("the cluster's settings are %s", c.opts.Settings)
 	}
 }
+
+// The child of debugged requests that dies soon after its start (a debugger extension
+// that crashes at every request) is started again after a pause that doubles, as a
+// slot's replacement is: not once per debugged request.
+func TestTheDebugChildIsStartedAgainAfterAGrowingPause(t *testing.T) {
+	c, host := fakeCluster(t, "orphan") // it exits at its first request
+	c.stopping.Store(false)
+	var pauses []time.Duration
+	for range 3 {
+		p := c.debugChild()
+		if p == nil {
+			t.Fatal("no child of debugged requests started")
+		}
+		c.mu.Lock()
+		notBefore := c.debugNotBefore
+		c.mu.Unlock()
+		if started := p.start; started.Before(notBefore) {
+			t.Errorf("a child started at %v, before the pause after the last death ended (%v)", started, notBefore)
+		}
+		submitOne(p)
+		answer(t, host, 5*time.Second, "the request of the dying child was never answered")
+		<-p.exited
+		for func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.debug == p }() {
+			time.Sleep(time.Millisecond)
+		}
+		c.mu.Lock()
+		pauses = append(pauses, c.debugBackoff)
+		c.mu.Unlock()
+	}
+	c.stopping.Store(true)
+	if pauses[0] != minBackoff || pauses[1] != 2*minBackoff || pauses[2] != 4*minBackoff {
+		t.Errorf("pauses after each quick death: %v, want each twice the last", pauses)
+	}
+}

@@ -634,10 +634,18 @@ func (p *proc) died() {
 	}
 	p.trail.end()
 	how, status := exitDescription(p.state)
+	var debugPause time.Duration
 	p.c.mu.Lock()
 	debugChild := p.slot == p.c.debugSlot() && p.c.debug == p
 	if debugChild {
-		p.c.debug = nil // the next debugged request starts another
+		p.c.debug = nil // the next debugged request starts another, after a pause
+		previous := p.c.debugBackoff
+		p.c.debugBackoff = minBackoff
+		if time.Since(p.start) < stableAfter && previous > 0 {
+			p.c.debugBackoff = min(2*previous, maxBackoff)
+		}
+		p.c.debugNotBefore = time.Now().Add(p.c.debugBackoff)
+		debugPause = p.c.debugBackoff
 	}
 	installed := p.slot < len(p.c.procs) && p.c.procs[p.slot] == p
 	p.c.mu.Unlock()
@@ -645,7 +653,8 @@ func (p *proc) died() {
 		p.c.crashes.Add(1)
 		p.c.logger().Error("the PHP process of debugged requests died; the requests it ran were answered 502",
 			append([]zap.Field{zap.Int("process", p.slot), zap.Int("pid", p.cmd.Process.Pid), zap.String("how", how),
-				zap.Int("status", status), zap.Int("requests_lost", len(lost))}, p.trail.fields()...)...)
+				zap.Int("status", status), zap.Int("requests_lost", len(lost)), zap.Duration("restart_in", debugPause)},
+				p.trail.fields()...)...)
 		return
 	}
 	if p.c.stopping.Load() || !installed {
