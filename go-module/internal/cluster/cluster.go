@@ -1170,6 +1170,22 @@ func le64(n int64) []byte {
 }
 
 // exitDescription says how a child ended, as a shell would.
+// deathSignal names the signal that ended a process ("SIGSEGV"), "" for an exit. A
+// crash handler that could not die of its signal (PID 1 of a namespace) exits with 128
+// plus its number instead.
+func deathSignal(state *os.ProcessState) string {
+	if state == nil {
+		return ""
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return unix.SignalName(ws.Signal())
+	}
+	if code := state.ExitCode(); code > 128 && code < 128+65 {
+		return unix.SignalName(syscall.Signal(code - 128))
+	}
+	return ""
+}
+
 func exitDescription(state *os.ProcessState) (string, int) {
 	if state == nil {
 		return "unknown", -1

@@ -282,13 +282,35 @@ func TestTrailWriterKeepsTheCrashTrailAndPassesEveryLineOn(t *testing.T) {
 	if want := "PHP Warning: x\n" + trail + "\nunfinished\n"; out.String() != want {
 		t.Errorf("passed on %q, want %q", out.String(), want)
 	}
-	enc := zapcore.NewMapObjectEncoder()
-	for _, f := range w.fields() {
-		f.AddTo(enc)
-	}
-	got := enc.Fields
+	got := trailFields(w, "SIGSEGV", time.Now())
 	if got["signal"] != "SIGSEGV" || got["uri"] != "/crash.php" || got["php_file"] != "/app/crash.php" || got["php_line"] != 4.0 {
 		t.Errorf("trail fields %v", got)
+	}
+}
+
+func trailFields(w *trailWriter, signal string, died time.Time) map[string]any {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range w.fields(signal, died) {
+		f.AddTo(enc)
+	}
+	return enc.Fields
+}
+
+// A line that only quotes the trail's message (an app's JSON log line with user input
+// in it) labels no death: the trail must name the signal the process died of, and come
+// just before its death.
+func TestALineQuotingTheTrailLabelsNoOtherDeath(t *testing.T) {
+	w := &trailWriter{out: io.Discard}
+	spoof := `{"level":"info","msg":"search for PHP thread received a fatal signal","signal":"SIGSEGV","uri":"/admin/secret"}` + "\n"
+	_, _ = w.Write([]byte(spoof))
+	if got := trailFields(w, "SIGKILL", time.Now()); len(got) != 0 {
+		t.Errorf("a death by SIGKILL took the fields of a line naming SIGSEGV: %v", got)
+	}
+	if got := trailFields(w, "SIGSEGV", time.Now().Add(time.Minute)); len(got) != 0 {
+		t.Errorf("a death a minute after the line took its fields: %v", got)
+	}
+	if got := trailFields(w, "SIGSEGV", time.Now()); got["uri"] != "/admin/secret" {
+		t.Errorf("a trail naming the signal, just before the death, labels it: %v", got)
 	}
 }
 

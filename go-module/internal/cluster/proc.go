@@ -44,6 +44,7 @@ type proc struct {
 	dead     bool
 	exited   chan struct{} // closed once the process was reaped (watch)
 	state    *os.ProcessState
+	exitedAt time.Time
 	// ending: stop closed the wire, and the child exits on its own; trailDone is closed
 	// once its standard error ended.
 	ending    atomic.Bool
@@ -207,7 +208,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 // before its end, then answers what it held.
 func (p *proc) watch() {
 	_ = p.cmd.Wait()
-	p.state = p.cmd.ProcessState
+	p.state, p.exitedAt = p.cmd.ProcessState, time.Now()
 	close(p.exited)
 	p.link.endReads()
 }
@@ -654,7 +655,7 @@ func (p *proc) died() {
 		p.c.logger().Error("the PHP process of debugged requests died; the requests it ran were answered 502",
 			append([]zap.Field{zap.Int("process", p.slot), zap.Int("pid", p.cmd.Process.Pid), zap.String("how", how),
 				zap.Int("status", status), zap.Int("requests_lost", len(lost)), zap.Duration("restart_in", debugPause)},
-				p.trail.fields()...)...)
+				p.trail.fields(deathSignal(p.state), p.exitedAt)...)...)
 		return
 	}
 	if p.c.stopping.Load() || !installed {
@@ -669,7 +670,7 @@ func (p *proc) died() {
 		zap.Int("status", status), zap.Int("requests_lost", len(lost)), zap.Int("requests_moved", len(waiting)),
 		zap.Duration("restart_in", backoff)}
 	p.c.logger().Error("a PHP process died; the requests it ran were answered 502, and it is replaced",
-		append(fields, p.trail.fields()...)...)
+		append(fields, p.trail.fields(deathSignal(p.state), p.exitedAt)...)...)
 	p.c.mu.Lock()
 	p.c.startReplace(p.slot, p, backoff)
 	p.c.mu.Unlock()
@@ -753,11 +754,16 @@ func (p *proc) stop() {
 // trail line (rust-core/csrc/crash.c) a PHP thread writes when it gets a fatal signal,
 // so the log line of the child's death names the request and the PHP code.
 type trailWriter struct {
-	out  io.Writer
-	mu   sync.Mutex
-	line []byte
-	last map[string]any
+	out    io.Writer
+	mu     sync.Mutex
+	line   []byte
+	last   map[string]any
+	lastAt time.Time // when last came
 }
+
+// trailWindow is how long before a child's death its trail may come: the handler writes
+// it and raises the signal at once.
+const trailWindow = 5 * time.Second
 
 // trailMessage starts the trail line's message.
 const trailMessage = "PHP thread received a fatal signal"
@@ -789,7 +795,7 @@ func (w *trailWriter) take(line []byte) {
 	}
 	var m map[string]any
 	if json.Unmarshal(line, &m) == nil {
-		w.last = m
+		w.last, w.lastAt = m, time.Now()
 	}
 }
 
@@ -803,10 +809,17 @@ func (w *trailWriter) end() {
 	}
 }
 
-// fields are the trail's fields for a log line: which signal, request and PHP code.
-func (w *trailWriter) fields() []zap.Field {
+// fields are the trail's fields for the log line of a death by signal (its name, ""
+// for an exit) at died: which signal, request and PHP code. Any line of standard error
+// can quote the trail's message (an app's JSON log line with user input in it), so a
+// trail counts only if it names the signal the child died of and came within
+// trailWindow before.
+func (w *trailWriter) fields(signal string, died time.Time) []zap.Field {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if named, _ := w.last["signal"].(string); named == "" || named != signal || died.Sub(w.lastAt) > trailWindow {
+		return nil
+	}
 	var out []zap.Field
 	for _, key := range []string{"signal", "thread", "method", "uri", "script", "php_function", "php_file", "php_line"} {
 		if v, ok := w.last[key]; ok {
