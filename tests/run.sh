@@ -10,6 +10,10 @@
 # Then on PHP 8.2, built apart (target/php-8.2/caddy): the security, fault, survival, worker,
 # reload, processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
+# Stages that share no port and little CPU run side by side: the load generator's and the
+# test modules' installs beside the PHP builds, the PHP 8.2 and portable builds beside the
+# fuzzing, the install and image tests beside the PHP 8.2 tests.
+#
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
 #                                no install test)
@@ -45,8 +49,25 @@ python3 -m unittest discover -s tests/scripts
 # stretches on one core (configure scripts), so together they take about half the time
 # they take one after the other. Cached: a later run finds them at once.
 stage "build: Debian packages; PHP 8.4, PHP 8.2 and the static libraries side by side (cached)"
-scripts/install-deps.sh --tests --portable
+# Every package the stages need, in one apt run: later stages run side by side, and two
+# apt runs at once would wait on each other's lock.
+deps=(--tests --portable --bench)
+[ "$install_test" = 0 ] || deps+=(--deb --install-test --image)
+scripts/install-deps.sh "${deps[@]}"
 builds=()
+# The benchmark's load generator (oha, compiled from crates.io) meanwhile, as the
+# end-to-end suite's Python modules.
+tests/bench/run.sh --tools-only >/dev/null & builds+=($!)
+pip_install() { # module, then pip's requirement
+	python3 -c "import $1" 2>/dev/null || python3 -m pip install --quiet "$2"
+}
+{
+	pip_install pytest pytest
+	pip_install opentelemetry.proto opentelemetry-proto==1.45.2 # the OTLP messages test_traces.py decodes
+	pip_install aioquic aioquic==1.7.2                          # the HTTP/3 tests' client (Debian's curl has none)
+	pip_install h2 h2==4.2.0                                    # the security suite's HTTP/2 client
+	pip_install yaml PyYAML==6.0.3                              # the Kubernetes manifests' test
+} & builds+=($!)
 scripts/build-php.sh >/dev/null & builds+=($!)
 [ "$php82" = 0 ] || { PHP_VERSION=8.2 scripts/build-php.sh >/dev/null & builds+=($!); }
 [ "$install_test" = 0 ] || { scripts/build-static-deps.sh >/dev/null & builds+=($!); }
@@ -75,44 +96,62 @@ unformatted=$(cd go-module && gofmt -l .)
 stage "Kubernetes manifests: every document against Kubernetes' API types (tests/kubernetes/)"
 (cd tests/kubernetes && go vet ./... && go test -count=1 ./...)
 
-stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
+# Builds for the later stages run beside the fuzzing, which only does fewer executions
+# for it: PHP 8.2's rust-core and Caddy, and the install test's portable binary and .deb.
+# Each logs to a file, shown if it fails.
+mkdir -p target/logs
+background() { # name, then the command: runs it, its output in target/logs/<name>.log
+	local name=$1
+	shift
+	"$@" >"target/logs/$name.log" 2>&1 &
+	background_pids+=("$!:$name")
+}
+wait_background() { # waits for every background job; fails if one did
+	local failed=0 job
+	for job in "${background_pids[@]}"; do
+		wait "${job%%:*}" || { echo "== ${job#*:} failed:"; tail -n 60 "target/logs/${job#*:}.log"; failed=1; }
+	done
+	background_pids=()
+	return $failed
+}
+background_pids=()
+build82() {
+	mkdir -p target/php-8.2
+	# Not the PHP 8.4 build's environment (scripts/env.sh, sourced above): a fresh one for 8.2.
+	env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
+		CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
+	[[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; return 1; }
+}
+
+stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh); beside them, the PHP 8.2 build and the portable binary's"
+[ "$php82" = 0 ] || background php-8.2-build build82
+[ "$install_test" = 0 ] || background portable-build sh -c 'scripts/build-portable.sh && scripts/build-deb.sh'
 FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
+wait_background
 
 stage "end to end (PHP $("$PHP_CONFIG" --version))"
-python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install --quiet pytest
-# The OTLP messages tests/e2e/test_traces.py decodes.
-python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install --quiet opentelemetry-proto==1.45.2
-# The HTTP/3 tests' client (Debian's curl has no HTTP/3).
-python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic==1.7.2
-# The security suite's HTTP/2 client, which can send a header block no browser would.
-python3 -c 'import h2' 2>/dev/null || python3 -m pip install --quiet h2==4.2.0
-# The Kubernetes manifests' test reads them with PyYAML.
-python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet PyYAML==6.0.3
 python3 -m pytest -q tests/e2e "$@"
 
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
 SKIP_BUILD=1 tests/bench/run.sh --quick
 
-stage "install test: the portable binary and the .deb in a clean Debian 12 root"
+# The install and image tests (mostly a Debian root being unpacked) run beside the PHP
+# 8.2 stage; their output follows it.
 case $install_test in
-0) echo "skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)" ;;
-1) scripts/build-portable.sh && scripts/build-deb.sh && tests/install/clean-root.sh ;;
+0) echo "== install and image tests: skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)" ;;
+1) background install-test sh -c 'tests/install/clean-root.sh && tests/install/image.sh' ;;
 *) echo "PHP_WORKER_INSTALL_TEST must be 0 or 1" >&2; exit 2 ;;
 esac
-stage "image test: the OCI image, unpacked and run as PID 1 of its own namespaces"
-[ "$install_test" = 0 ] && echo "skipped (as the install test)" || tests/install/image.sh
 
 if [ "$php82" = 0 ]; then
 	echo "== PHP 8.2: skipped (pytest arguments, or PHP_WORKER_PHP82=0)"
-	exit 0
+else
+	stage "PHP 8.2 (beside the install and image tests): security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
+	PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py \
+		tests/e2e/test_survival.py tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py \
+		tests/e2e/test_cli.py tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py \
+		tests/e2e/test_profile.py
 fi
-stage "PHP 8.2: build (cached apart) into target/php-8.2/"
-mkdir -p target/php-8.2
-# Not the PHP 8.4 build's environment (scripts/env.sh, sourced above): a fresh one for 8.2.
-env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
-	CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
-[[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; exit 1; }
-stage "PHP 8.2: security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
-PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py tests/e2e/test_survival.py \
-	tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py tests/e2e/test_processes_lifecycle.py tests/e2e/test_processes_routing.py tests/e2e/test_processes_large.py tests/e2e/test_cli.py \
-	tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py tests/e2e/test_profile.py
+
+stage "install test (the portable binary and the .deb in a clean Debian 12 root) and image test (the OCI image, unpacked and run as PID 1 of its own namespaces)"
+[ "$install_test" = 0 ] || { wait_background && cat target/logs/install-test.log; }

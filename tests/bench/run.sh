@@ -6,6 +6,8 @@
 #                                tests/bench/RESULTS.md and tests/bench/results.png
 #   tests/bench/run.sh --quick   every workload briefly, checking every server's answers
 #   tests/bench/run.sh --go-pgo  writes go-module/default.pgo (tests/bench/go-pgo.py)
+#   tests/bench/run.sh --tools-only   installs the peers and oha, and stops (tests/run.sh
+#                                does it while PHP builds)
 #   tests/bench/run.sh --frankenphp PATH --only hello laravel
 #                                FrankenPHP in the same rounds; PATH is its binary, or a folder
 #                                with build-frankenphp.sh and frankenphp-<version>.tar.gz (built
@@ -18,6 +20,12 @@ cd "$(dirname "$0")/../.."
 OHA_VERSION=1.16.0
 
 scripts/install-deps.sh --bench
+export PATH="$HOME/.cargo/bin:$PATH" # rustup's cargo, where cargo install puts oha
+if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
+	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
+	cargo install oha --version "$OHA_VERSION" --locked --quiet
+fi
+[ "${1:-}" != --tools-only ] || exit 0
 [ -x ./caddy ] && [ "${SKIP_BUILD:-}" = 1 ] || ./xcaddy.sh
 # The classic workload's php_worker on PHP 8.2, php-fpm's version (as tests/run.sh builds
 # it). The smoke pass (--quick) uses it when it is there, else ./caddy.
@@ -27,10 +35,6 @@ if [[ " $* " != *" --quick "* ]] && { [ ! -x target/php-8.2/caddy ] || [ "${SKIP
 		CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
 fi
 source scripts/env.sh
-if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
-	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
-	cargo install oha --version "$OHA_VERSION" --locked --quiet
-fi
 INFERNO_VERSION=0.12.3
 if [[ " $* " != *" --quick "* ]]; then
 	python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install --quiet matplotlib
