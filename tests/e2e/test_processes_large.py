@@ -41,9 +41,10 @@ for ($i = 0, $n = (int) $_GET['mb'] * 16; $i < $n; $i++) {
 MEMORY = "\t\tphp_ini memory_limit 512M"
 
 
-def two_processes(root, extra=""):
+def site(root, global_extra):
+    """A php_worker site serving root, with 2 threads and the global options given."""
     def make(port, admin):
-        return global_options(admin, threads=2, global_extra=f"\t\tprocesses 2\n{MEMORY}\n{extra}") + f"""
+        return global_options(admin, threads=2, global_extra=f"{global_extra}\n{MEMORY}") + f"""
 :{port} {{
 	bind 127.0.0.1
 	root * {root}
@@ -51,6 +52,10 @@ def two_processes(root, extra=""):
 }}
 """
     return make
+
+
+def two_processes(root, extra=""):
+    return site(root, f"\t\tprocesses 2\n{extra}")
 
 
 @pytest.fixture
@@ -161,15 +166,7 @@ def test_a_response_to_a_stalled_client_keeps_to_the_memory_bounds(start_server,
 
 def test_processes_run_the_large_outputs_of_one_process(start_server, scripts):
     """The same scripts in one process, for the record: what the children must match."""
-    def make(port, admin):
-        return global_options(admin, threads=2, global_extra=f"\t\tshared_store_size 256MB\n{MEMORY}") + f"""
-:{port} {{
-	bind 127.0.0.1
-	root * {scripts}
-	php_worker
-}}
-"""
-    srv = start_server("one-process-large", make)
+    srv = start_server("one-process-large", site(scripts, "\t\tshared_store_size 256MB"))
     want = b"y" * (65 << 20)
     assert download(srv, "/echo.php") == (200, hashlib.sha256(want).hexdigest(), len(want))
     assert srv.get("/log.php", timeout=60).text == "logged"

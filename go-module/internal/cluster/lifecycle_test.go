@@ -283,14 +283,10 @@ func TestAChildThatAnswersNoPingIsKilled(t *testing.T) {
 	}
 }
 
-// A roll stops a slot's background workers before it starts the slot's new child (no
-// more than num copies at once). When PHP refuses the new settings, the old child keeps
-// its slot and gets its background workers back.
-func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
-	c, _ := fakeCluster(t, "plain")
-	spec := []byte(`{"kind":"background","num":1}`)
-	c.pools[1] = &pool{spec: spec}
-	c.procs = make([]*proc, 2)
+// startFakeChildren starts a fake child in each of the cluster's slots and installs it.
+func startFakeChildren(t *testing.T, c *Cluster) []*proc {
+	t.Helper()
+	c.procs = make([]*proc, c.opts.Processes)
 	for i := range c.procs {
 		p, err := c.spawn(i)
 		if err != nil {
@@ -298,6 +294,18 @@ func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
 		}
 		t.Cleanup(p.kill)
 		c.procs[i] = p
+	}
+	return c.procs
+}
+
+// A roll stops a slot's background workers before it starts the slot's new child (no
+// more than num copies at once). When PHP refuses the new settings, the old child keeps
+// its slot and gets its background workers back.
+func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
+	c, _ := fakeCluster(t, "plain")
+	spec := []byte(`{"kind":"background","num":1}`)
+	c.pools[1] = &pool{spec: spec}
+	for i, p := range startFakeChildren(t, c) {
 		p.pools[1] = c.runs(spec, i)
 	}
 	old := c.procs[0]
@@ -316,15 +324,7 @@ func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
 // child while a new one is tried again, and then runs the new settings too.
 func TestARollThatFailsPastTheFirstSlotEndsWithTheNewSettingsEverywhere(t *testing.T) {
 	c, _ := fakeCluster(t, "plain")
-	c.procs = make([]*proc, 2)
-	for i := range c.procs {
-		p, err := c.spawn(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.kill)
-		c.procs[i] = p
-	}
+	startFakeChildren(t, c)
 	c.stopping.Store(false) // the slot is tried again
 	t.Cleanup(func() {
 		c.stopping.Store(true)
