@@ -187,6 +187,9 @@ def test_a_crash_costs_only_the_requests_of_its_process(start_server, crashext, 
     for i in range(4):
         jobs.append(in_background(srv, f"{prefix}sleep{'' if mode == 'worker' else '.php'}?ms=10", answers, key=f"queued{i}"))
     assert eventually(lambda: sum(p["requests"] for p in processes(srv)) == 6)
+    # Least-loaded routing splits them 2:2 unless two arrive at once (then 3:1): the
+    # crashing child's own count says how many it held.
+    held = next(p["requests"] for p in processes(srv) if p["process"] == crashing)
     for t in jobs:
         t.join(60)
     assert answers.pop("crash") == (502, None)
@@ -196,7 +199,7 @@ def test_a_crash_costs_only_the_requests_of_its_process(start_server, crashext, 
     died = srv.wait_log(lambda e: e.get("msg") == DIED)
     assert len(died) == 1, srv.log_text()[-3000:]
     d = died[0]
-    assert d["process"] == crashing and d["requests_lost"] == 1 and d["requests_moved"] == 2, d
+    assert d["process"] == crashing and d["requests_lost"] == 1 and d["requests_moved"] == held - 1, (d, held)
     want = {"segv": ("killed by SIGSEGV", 139), "abort": ("killed by SIGABRT", 134), "stack": ("killed by SIGSEGV", 139),
             "exit": ("exit status 3", 3)}[how]
     assert (d["how"], d["status"]) == want, d
