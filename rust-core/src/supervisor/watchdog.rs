@@ -129,6 +129,10 @@ fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry:
         let now = Instant::now();
         let mut stuck = threads.iter().filter(|t| t.is_stuck()).count();
         watches.retain(|index, _| threads.iter().any(|t| t.index == *index));
+        // Woken once every client due this tick is answered: waking one thread can end
+        // another's call too (a program that thread started inherited the first one's
+        // pipe), and that script must not answer its client before its 504 goes.
+        let mut given_up = Vec::new();
         for info in &threads {
             let Some((request, method, uri, script)) = info.current_request() else {
                 watches.remove(&info.index);
@@ -179,6 +183,9 @@ fn run(rounds: &Rounds<Deadlines>, expired: &AtomicU64, pools: &Pools, registry:
                     ("max_stuck_threads", deadlines.max_stuck.into()),
                 ]);
             }
+            given_up.push(info);
+        }
+        for info in given_up {
             wake(info, host, true);
         }
     }
