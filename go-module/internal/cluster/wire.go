@@ -57,8 +57,9 @@ const pendingLimit = 4 << 20
 var errClosed = errors.New("the child's link is closed")
 
 // link is one side of the wire. Its sender writes too: the first to find no write in
-// progress writes what is queued, then what was queued meanwhile, so frames queued
-// during a write leave together in the next one, and an idle link wakes no goroutine.
+// progress writes what is queued, its own frame with it; what others queue meanwhile
+// leaves together in the next write, a writer goroutine's. An idle link wakes no
+// goroutine, and a sender never writes more than once (see flush).
 type link struct {
 	f *os.File
 
