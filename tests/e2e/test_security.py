@@ -313,6 +313,59 @@ def test_a_fatal_error_at_worker_request_startup_is_answered(start_server, tmp_p
     assert eventually(lambda: srv.get("/w.php", resend=True).text == "fields 0", timeout=10)
 
 
+# -- Worker mode: PHP bails out while the request's state is reset ---------------------------------
+
+BAILING_SESSION_WORKER = """<?php
+// A user session save handler whose write fails as ?how= says: PHP writes the session
+// as the request ends, in the reset between two worker requests.
+class Bailing implements SessionHandlerInterface {
+    public function open($path, $name): bool { return true; }
+    public function close(): bool { return true; }
+    public function read($id): string|false { return ''; }
+    public function write($id, $data): bool {
+        match ($_GET['how'] ?? '') {
+            'exit' => exit(3),
+            'fatal' => undefined_function_in_write(),
+            'memory' => str_repeat('x', 64 << 20),
+            default => null,
+        };
+        return true;
+    }
+    public function destroy($id): bool { return true; }
+    public function gc($max): int|false { return 0; }
+}
+session_set_save_handler(new Bailing(), true);
+$boot = bin2hex(random_bytes(4));
+while (frankenphp_handle_request(function () use ($boot) {
+    session_id('s' . bin2hex(random_bytes(4)));
+    session_start();
+    $_SESSION['n'] = 1;
+    echo 'boot=' . $boot;
+})) {
+    gc_collect_cycles();
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "fatal", "memory"])
+def test_a_bailout_while_the_worker_request_ends_leaves_the_server_serving(start_server, tmp_path, how):
+    """PHP bails out (exit, a fatal error, memory_limit) inside a session save handler it
+    runs as the worker request ends, in the reset before the next one: the response
+    already given stands, the worker starts again, and every later request is served."""
+    (tmp_path / "w.php").write_text(BAILING_SESSION_WORKER)
+    srv = start_server(f"security-reset-bailout-{how}", caddyfile=lambda port, admin: caddyfile(
+        port, admin, f"\troot * {tmp_path}\n\tphp_worker {{\n\t\tworker {tmp_path}/w.php 1\n\t}}\n",
+        global_extra="\t\tphp_ini memory_limit 32M"))
+    first = srv.get("/w.php")
+    assert first.status == 200 and first.text.startswith("boot="), first.text[:300]
+    r = srv.get(f"/w.php?how={how}", resend=True)
+    assert r.status in (200, 500), (r.status, r.text[:300])
+    answers = [srv.get("/w.php", resend=True) for _ in range(5)]
+    assert all(a.status == 200 and a.text.startswith("boot=") for a in answers), [(a.status, a.text[:200]) for a in answers]
+    assert srv.threads()["threads"], "the server runs"
+    assert srv.stop() == 0
+
+
 # -- Header names under connection resets ----------------------------------------------------------
 
 def test_unseen_header_names_with_connection_resets_do_not_crash(start_server, tmp_path):
