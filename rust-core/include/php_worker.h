@@ -72,12 +72,6 @@
 // returns false. Submitted to the classic pool.
 #define PHP_WORKER_REQUEST_ONE_SHOT_WORKER 2
 
-// Request flag: tell the host when a PHP thread takes the request, with a response call
-// flagged PHP_WORKER_RESPONSE_TAKEN. Until then the request has not started: a host
-// that hands requests on (php_worker's child processes) may give it to another engine
-// if this one is lost.
-#define PHP_WORKER_REQUEST_REPORT_TAKEN 4
-
 // Response flag: send what was written so far to the client now (PHP's flush()).
 #define PHP_WORKER_RESPONSE_FLUSH 1
 
@@ -101,11 +95,6 @@
 // call for the request; `status`, `headers` and `body` are empty. The host writes the
 // answer (status, body, `Retry-After`, log line): the core never writes a refusal.
 #define PHP_WORKER_RESPONSE_REFUSED 16
-
-// Response flag: a PHP thread took the request (only for requests submitted with
-// PHP_WORKER_REQUEST_REPORT_TAKEN): `thread` and `queued_us` say which and after how
-// long; nothing else is set. Made on the PHP thread before the script starts.
-#define PHP_WORKER_RESPONSE_TAKEN 32
 
 // Refusal: none (a served request).
 #define PHP_WORKER_REFUSED_NONE 0
@@ -569,12 +558,20 @@ php_worker_error_t *php_worker_pool_delete(const php_worker_engine_t *engine, ui
 // `content_length` is -1 when unknown; `flags` are PHP_WORKER_REQUEST_*. `pool` selects
 // the pool. `handle` is the host's name for the request in callbacks.
 //
+// `taken_mark`, when not NULL, is a word of the host's where the PHP thread that takes
+// the request stores `handle` (atomically, with release ordering) before the script
+// starts: until then the request has not started, and a host that hands requests on
+// (php_worker's child processes) may give it to another engine if this one is lost.
+// It is written with no callback, so it costs the PHP thread no crossing.
+//
 // Returns PHP_WORKER_OK and writes the request to `*request_out` (may be NULL); the
 // request is then answered through `respond`, ending with exactly one DONE. On any
 // other status the request was not taken and no callback will name `handle`.
 //
 // # Safety
-// `engine` is live; the buffers are valid for their lengths.
+// `engine` is live; the buffers are valid for their lengths; `taken_mark` is NULL, or
+// 8-byte aligned and writable until the request's DONE reached the host, and only
+// accessed atomically by the host meanwhile.
 int32_t php_worker_request_submit(const php_worker_engine_t *engine,
                                   uint32_t pool,
                                   const uint8_t *strings,
@@ -586,6 +583,7 @@ int32_t php_worker_request_submit(const php_worker_engine_t *engine,
                                   int64_t content_length,
                                   uint32_t flags,
                                   size_t handle,
+                                  uint64_t *taken_mark,
                                   php_worker_request_t **request_out);
 
 // Withdraws a request the host gave up on (max_wait_time passed; the Go host does not

@@ -16,7 +16,7 @@ use crate::error::{Error, Result, panic_message};
 use crate::host::{Host, without_callbacks};
 use crate::host::completions::Completion;
 use crate::layout::Strings;
-use crate::request::{Request, RunState};
+use crate::request::{Request, RunState, TakenMark};
 use crate::supervisor::scaling::Limits;
 
 /// A running PHP engine (opaque).
@@ -493,12 +493,20 @@ pub unsafe extern "C" fn php_worker_pool_delete(engine: *const EngineHandle, poo
 /// `content_length` is -1 when unknown; `flags` are PHP_WORKER_REQUEST_*. `pool` selects
 /// the pool. `handle` is the host's name for the request in callbacks.
 ///
+/// `taken_mark`, when not NULL, is a word of the host's where the PHP thread that takes
+/// the request stores `handle` (atomically, with release ordering) before the script
+/// starts: until then the request has not started, and a host that hands requests on
+/// (php_worker's child processes) may give it to another engine if this one is lost.
+/// It is written with no callback, so it costs the PHP thread no crossing.
+///
 /// Returns PHP_WORKER_OK and writes the request to `*request_out` (may be NULL); the
 /// request is then answered through `respond`, ending with exactly one DONE. On any
 /// other status the request was not taken and no callback will name `handle`.
 ///
 /// # Safety
-/// `engine` is live; the buffers are valid for their lengths.
+/// `engine` is live; the buffers are valid for their lengths; `taken_mark` is NULL, or
+/// 8-byte aligned and writable until the request's DONE reached the host, and only
+/// accessed atomically by the host meanwhile.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn php_worker_request_submit(
     engine: *const EngineHandle,
@@ -512,6 +520,7 @@ pub unsafe extern "C" fn php_worker_request_submit(
     content_length: i64,
     flags: u32,
     handle: usize,
+    taken_mark: *mut u64,
     request_out: *mut *mut RequestHandle,
 ) -> i32 {
     // Go calls this with #cgo nocallback: a request dropped here (a panic) must not answer
@@ -525,7 +534,12 @@ pub unsafe extern "C" fn php_worker_request_submit(
         // SAFETY: per the function contract.
         let (strings, spans) =
             unsafe { (std::slice::from_raw_parts(strings, strings_len), std::slice::from_raw_parts(spans, spans_len)) };
-        let request = Request::new(engine.host().clone(), strings, spans, env_pairs, body_len, content_length, flags, handle)?;
+        let mut request =
+            Request::new(engine.host().clone(), strings, spans, env_pairs, body_len, content_length, flags, handle)?;
+        // SAFETY: the function's contract on `taken_mark`.
+        if let Some(mark) = unsafe { TakenMark::new(taken_mark) } {
+            request.set_taken_mark(mark);
+        }
         let state: *const RunState = request.run_state();
         engine.submit(pool, request)?;
         if !request_out.is_null() {

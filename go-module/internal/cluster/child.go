@@ -177,7 +177,7 @@ func (c *child) submit(handle uint64, p []byte, b *core.RequestBuffer) {
 		c.requests[handle] = cr
 		c.mu.Unlock()
 		cr.mu.Lock()
-		cr.req, rc = e.Submit(pool, b, flags|core.RequestReportTaken, uintptr(handle))
+		cr.req, rc = e.SubmitMarked(pool, b, flags, uintptr(handle), c.taken.word(cr.slot))
 		cr.mu.Unlock()
 		if rc == core.OK {
 			return
@@ -193,14 +193,6 @@ func (c *child) submit(handle uint64, p []byte, b *core.RequestBuffer) {
 // for it; false once the Caddy process said the client is gone.
 func (c *child) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
 	cr := c.lookup(uint64(handle))
-	if resp.Flags&core.ResponseTaken != 0 {
-		// Before the script starts: were this process to die after, the request must
-		// not run again elsewhere.
-		if cr != nil {
-			c.taken.mark(cr.slot, uint64(handle))
-		}
-		return true
-	}
 	if resp.Flags&core.ResponseDone != 0 && cr != nil {
 		cr.mu.Lock()
 		cr.done = true

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -244,7 +245,10 @@ func TestTakenTableTellsWhichRequestsStarted(t *testing.T) {
 	if a == noSlot || b == noSlot || a == b {
 		t.Fatalf("slots %d and %d", a, b)
 	}
-	child.mark(a, 41)
+	atomic.StoreUint64(child.word(a), 41) // as the Rust core does, through SubmitMarked
+	if child.word(noSlot) != nil {
+		t.Error("a request without a slot has a word to mark")
+	}
 	if !parent.taken(a, 41) || parent.taken(b, 42) {
 		t.Error("the child's mark is not what the parent reads")
 	}

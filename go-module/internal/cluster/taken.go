@@ -18,7 +18,8 @@ import (
 // handle there before its script starts. When the child dies, a request whose slot does
 // not hold its handle never started, and goes to another child; one that does was
 // answered 502. A store in shared memory costs the PHP thread nothing, where a message
-// would cost a system call and a wait for every request.
+// would cost a system call and a wait for every request; the Rust core makes the store
+// itself, so it costs no call into Go either.
 type takenTable struct {
 	words []uint64 // the mapping, as slots
 	mem   []byte
@@ -85,11 +86,13 @@ func (t *takenTable) release(s uint32) {
 	}
 }
 
-// mark records, in the child, that a PHP thread took the request of handle.
-func (t *takenTable) mark(s uint32, handle uint64) {
-	if t != nil && s < takenSlots {
-		atomic.StoreUint64(&t.words[s], handle)
+// word is, in the child, where the PHP thread that takes the request of slot s stores
+// its handle (core.Engine.SubmitMarked); nil for a request without a slot.
+func (t *takenTable) word(s uint32) *uint64 {
+	if t == nil || s >= takenSlots {
+		return nil
 	}
+	return &t.words[s]
 }
 
 // taken tells, in the Caddy process, whether the request of handle in slot s started.

@@ -30,10 +30,6 @@ const RequestBodyComplete uint32 = C.PHP_WORKER_REQUEST_BODY_COMPLETE
 // in a request of its own, on the classic pool.
 const RequestOneShotWorker uint32 = C.PHP_WORKER_REQUEST_ONE_SHOT_WORKER
 
-// RequestReportTaken is the submission flag that asks for a ResponseTaken call when a
-// PHP thread takes the request (a child process tells the Caddy process).
-const RequestReportTaken uint32 = C.PHP_WORKER_REQUEST_REPORT_TAKEN
-
 // The flags of a response call (Response.Flags).
 const (
 	ResponseFlush         uint32 = C.PHP_WORKER_RESPONSE_FLUSH
@@ -41,7 +37,6 @@ const (
 	ResponseInformational uint32 = C.PHP_WORKER_RESPONSE_INFORMATIONAL
 	ResponseExpired       uint32 = C.PHP_WORKER_RESPONSE_EXPIRED
 	ResponseRefused       uint32 = C.PHP_WORKER_RESPONSE_REFUSED
-	ResponseTaken         uint32 = C.PHP_WORKER_RESPONSE_TAKEN
 )
 
 // Why the core handed a request back unserved (Response.Refusal).

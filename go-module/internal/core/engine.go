@@ -393,6 +393,14 @@ func (e *Engine) ProfileStop() ([]byte, error) {
 // Submit queues a request, to be answered through the Host's callbacks for handle;
 // see php_worker_request_submit in php_worker.h.
 func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uintptr) (Submitted, Code) {
+	return e.SubmitMarked(pool, b, flags, handle, nil)
+}
+
+// SubmitMarked is Submit for a host that must know when a PHP thread takes the request
+// (a child process, for the Caddy process): that thread stores handle in *taken, with
+// no callback, before the script starts. taken must not be in Go's heap (the child's
+// is a shared mapping) and must stay mapped until the request's last response call.
+func (e *Engine) SubmitMarked(pool uint32, b *RequestBuffer, flags uint32, handle uintptr, taken *uint64) (Submitted, Code) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ptr == nil {
@@ -404,7 +412,7 @@ func (e *Engine) Submit(pool uint32, b *RequestBuffer, flags uint32, handle uint
 		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b.Strings))), C.size_t(len(b.Strings)),
 		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(b.Spans))), C.size_t(len(b.Spans)),
 		C.uint32_t(b.EnvPairs), C.size_t(b.BodyLen), C.int64_t(b.ContentLength), C.uint32_t(flags),
-		C.size_t(handle), &out)
+		C.size_t(handle), (*C.uint64_t)(unsafe.Pointer(taken)), &out)
 	if rc != C.PHP_WORKER_OK {
 		return nil, Code(rc)
 	}

@@ -33,12 +33,6 @@ pub const PHP_WORKER_REQUEST_BODY_COMPLETE: u32 = 1;
 /// returns false. Submitted to the classic pool.
 pub const PHP_WORKER_REQUEST_ONE_SHOT_WORKER: u32 = 2;
 
-/// Request flag: tell the host when a PHP thread takes the request, with a response call
-/// flagged PHP_WORKER_RESPONSE_TAKEN. Until then the request has not started: a host
-/// that hands requests on (php_worker's child processes) may give it to another engine
-/// if this one is lost.
-pub const PHP_WORKER_REQUEST_REPORT_TAKEN: u32 = 4;
-
 /// Response flag: send what was written so far to the client now (PHP's flush()).
 pub const PHP_WORKER_RESPONSE_FLUSH: u32 = 1;
 /// Response flag: the response is complete; this is the last call for the request.
@@ -58,11 +52,6 @@ pub const PHP_WORKER_RESPONSE_EXPIRED: u32 = 8;
 /// call for the request; `status`, `headers` and `body` are empty. The host writes the
 /// answer (status, body, `Retry-After`, log line): the core never writes a refusal.
 pub const PHP_WORKER_RESPONSE_REFUSED: u32 = 16;
-/// Response flag: a PHP thread took the request (only for requests submitted with
-/// PHP_WORKER_REQUEST_REPORT_TAKEN): `thread` and `queued_us` say which and after how
-/// long; nothing else is set. Made on the PHP thread before the script starts.
-pub const PHP_WORKER_RESPONSE_TAKEN: u32 = 32;
-
 /// Refusal: none (a served request).
 pub const PHP_WORKER_REFUSED_NONE: u32 = 0;
 /// Refusal: its pool stopped (deleted, or the engine shut down) before a thread took it.

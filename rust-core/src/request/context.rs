@@ -117,7 +117,7 @@ impl RequestContext {
     /// The request runs on PHP thread `index`; the host hears of it if it asked.
     pub fn on_thread(mut self, index: usize) -> Self {
         self.run.thread = i32::try_from(index).unwrap_or(-1);
-        self.request.report_taken(self.run);
+        self.request.report_taken();
         self
     }
 

@@ -10,16 +10,16 @@ pub mod task;
 use std::cell::Cell;
 use std::ffi::c_char;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::abi::types::{
     Field, PHP_WORKER_REFUSED_BODY, PHP_WORKER_REFUSED_BOOT_FAILING, PHP_WORKER_REFUSED_LOST, PHP_WORKER_REFUSED_STOPPED,
     PHP_WORKER_REFUSED_WITHDRAWN, PHP_WORKER_REQUEST_BODY_COMPLETE, PHP_WORKER_REQUEST_ONE_SHOT_WORKER,
-    PHP_WORKER_REQUEST_REPORT_TAKEN, PHP_WORKER_RESPONSE_TAKEN,
 };
 use crate::error::{Error, Result};
-use crate::host::{Host, RunInfo};
+use crate::host::Host;
 use crate::layout::{self, Strings};
 use crate::php::sys::ShimRequest;
 
@@ -39,8 +39,9 @@ pub struct Request {
     body_complete: bool,
     /// The script is a worker script serving only this request (PHP_WORKER_REQUEST_ONE_SHOT_WORKER).
     one_shot_worker: bool,
-    /// The host wants to know when a thread takes it (PHP_WORKER_REQUEST_REPORT_TAKEN).
-    report_taken: bool,
+    /// Where the host wants the handle stored when a thread takes it (the `taken_mark`
+    /// of php_worker_request_submit()).
+    taken_mark: Option<TakenMark>,
     content_length: i64,
     handle: usize,
     /// Shared with the host's cancel handle, which must stay valid until the request's
@@ -88,7 +89,7 @@ impl Request {
             body_start,
             body_complete: flags & PHP_WORKER_REQUEST_BODY_COMPLETE != 0,
             one_shot_worker: flags & PHP_WORKER_REQUEST_ONE_SHOT_WORKER != 0,
-            report_taken: flags & PHP_WORKER_REQUEST_REPORT_TAKEN != 0,
+            taken_mark: None,
             content_length,
             handle,
             state: Arc::new(RunState::queued()),
@@ -297,11 +298,17 @@ impl Request {
         started
     }
 
-    /// Tells the host a PHP thread took the request, if it asked
-    /// (PHP_WORKER_REQUEST_REPORT_TAKEN).
-    pub fn report_taken(&self, run: RunInfo) {
-        if self.report_taken && self.reply.is_none() {
-            self.host.respond(self.handle, 0, &[], &[], PHP_WORKER_RESPONSE_TAKEN, run);
+    /// Asks for the handle to be stored at `mark` when a PHP thread takes the request.
+    pub fn set_taken_mark(&mut self, mark: TakenMark) {
+        self.taken_mark = Some(mark);
+    }
+
+    /// Tells the host a PHP thread took the request, if it asked: a store in its memory,
+    /// made on the PHP thread before the script starts. No callback: a host that asks
+    /// for this on every request (a child process) would pay a crossing into Go each time.
+    pub fn report_taken(&self) {
+        if let (Some(mark), None) = (&self.taken_mark, &self.reply) {
+            mark.store(self.handle as u64);
         }
     }
 
@@ -312,6 +319,35 @@ impl Request {
 
     fn mark_finished(&self) {
         self.finished.set(true);
+    }
+}
+
+/// A word of the host's memory where a PHP thread stores the request's handle when it
+/// takes the request: php_worker's child processes mark their requests in a table the
+/// Caddy process shares, so that after a crash it knows which ones never started.
+pub struct TakenMark(NonNull<AtomicU64>);
+
+// SAFETY: the word is the host's, which keeps it valid and writable from any thread until
+// the request's DONE (the contract of php_worker_request_submit()); it is only ever
+// written atomically.
+unsafe impl Send for TakenMark {}
+// SAFETY: as for Send: a shared reference only makes atomic stores.
+unsafe impl Sync for TakenMark {}
+
+impl TakenMark {
+    /// A mark at `word`; None for NULL.
+    ///
+    /// # Safety
+    /// `word` is NULL, or 8-byte aligned, writable and valid until the request that
+    /// carries the mark is done, and only accessed atomically by others meanwhile.
+    pub unsafe fn new(word: *mut u64) -> Option<TakenMark> {
+        NonNull::new(word.cast::<AtomicU64>()).map(TakenMark)
+    }
+
+    fn store(&self, handle: u64) {
+        // SAFETY: valid and aligned until the request is done (`new`'s contract), and the
+        // request that holds this mark is not done while its thread reports it taken.
+        unsafe { self.0.as_ref() }.store(handle, Ordering::Release);
     }
 }
 
@@ -467,24 +503,25 @@ pub(crate) mod tests {
         assert_eq!(calls_for(after_handle).len(), 1, "callbacks are back once the export returns");
     }
 
-    /// A host that asked (REPORT_TAKEN) hears once that a thread took the request, with
-    /// the thread, before anything else; one that did not ask never does.
+    /// A host that asked (a taken mark) finds the handle in its word once a thread took
+    /// the request, and hears of it through no callback; one that did not ask, nothing.
     #[test]
-    fn a_taken_request_is_reported_only_when_asked() {
-        let (host, handle) = recording_host();
-        let (block, spans) = encode(&fields("GET", "/srv/a.php"), &[], b"");
-        let flags = PHP_WORKER_REQUEST_BODY_COMPLETE | PHP_WORKER_REQUEST_REPORT_TAKEN;
-        let r = Request::new(host, &block, &spans, 0, 0, 8, flags, handle).unwrap();
-        r.report_taken(RunInfo { thread: 3, queued_us: 5 });
-        let calls = calls_for(handle);
-        assert_eq!(calls.len(), 1);
-        assert_eq!(calls[0].flags, PHP_WORKER_RESPONSE_TAKEN, "a taken report, nothing else");
-        r.disown();
+    fn a_taken_request_is_marked_only_when_asked() {
+        let (mut marked, handle) = request("GET", &[], 0, b"", true);
+        let mut word = 0u64;
+        // SAFETY: `word` outlives the request, which is disowned below, in this frame.
+        marked.set_taken_mark(unsafe { TakenMark::new(&mut word) }.unwrap());
+        marked.report_taken();
+        assert!(calls_for(handle).is_empty(), "no callback");
+        marked.disown();
+        assert_eq!(word, handle as u64);
 
         let (quiet, quiet_handle) = request("GET", &[], 0, b"", true);
-        quiet.report_taken(RunInfo { thread: 1, queued_us: 0 });
+        quiet.report_taken();
         assert!(calls_for(quiet_handle).is_empty());
         quiet.disown();
+        // SAFETY: NULL is allowed.
+        assert!(unsafe { TakenMark::new(std::ptr::null_mut()) }.is_none());
     }
 
     #[test]
