@@ -35,6 +35,7 @@ BENCH = REPO / "tests" / "bench"
 APPS = BENCH / "apps"
 WORK = BENCH / ".work"
 CADDY = Path(os.environ.get("PHP_WORKER_CADDY", REPO / "caddy")).resolve()  # another build: PHP_WORKER_CADDY
+QUICK = False  # the smoke pass (--quick)
 BASELINE = None  # --baseline's binary, named in RESULTS.md's versions
 PG_PORT = 5544
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -692,6 +693,10 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None, extr
     generator's CPU seconds during the run (and the most PHP threads it ran, when the
     server can tell)."""
     args = ["oha", "--no-tui", "--output-format", "json", "-c", str(conns)]
+    if QUICK and duration and not requests:
+        # The smoke pass checks answers, not speed: a count of requests (each connection
+        # gets two) rather than a time, which a slow page could pass with none answered.
+        duration, requests = None, max(5, int(rate * Quick.short)) if rate else 2 * conns
     if duration:
         args += ["-z", f"{duration}s"]
     if requests:
@@ -852,7 +857,7 @@ def workload_uploads(q, baseline=None):
     rows = []
     for server in upload_servers(baseline):
         with Run(server, "/", is_hello):
-            row = {"server": server.name, "idle": probe_latency(server, 1 if q else 3)}
+            row = {"server": server.name, "idle": probe_latency(server, q.short if q else 3)}
             for n in ((8,) if q else (8, 64)):
                 with SlowUploaders(server, n):
                     time.sleep(1)
@@ -911,7 +916,7 @@ def workload_hello(q, baseline=None, peer=None):
         seen = {s.name: 1 for s in servers}  # the probe
         peaks = {s.name: [] for s in servers}
         for server in servers:
-            warmup = oha(server, "/", duration=1 if q else 2)  # OPcache, connections, threads
+            warmup = oha(server, "/", duration=q.short if q else 2)  # OPcache, connections, threads
             seen[server.name] += warmup["ok"] + warmup["bad"]
         for i in range(1 if q else ROUNDS):
             for server in round_order(servers, i):
@@ -1174,7 +1179,7 @@ def workload_laravel(q, baseline=None, peer=None):
     try:
         headers = {s.name: ("-H", f"Cookie: {session_cookie(s)}") for s in servers}
         for server in servers:
-            oha(server, LARAVEL_PAGE, conns=32, duration=1 if q else 3, extra=headers[server.name])
+            oha(server, LARAVEL_PAGE, conns=32, duration=q.short if q else 3, extra=headers[server.name])
         peaks = {s.name: [] for s in servers}
         for i in range(1 if q else ROUNDS):
             for server in round_order(servers, i):
@@ -1393,11 +1398,11 @@ def workload_classic(q):
             try:
                 extra = {s.name: ("-H", f"Cookie: {session_cookie(s)}") if app == LARAVEL_APP else () for s in servers}
                 for s in servers:
-                    oha(s, path, conns=conns, duration=2 if q else 5, extra=extra[s.name])
+                    oha(s, path, conns=conns, duration=q.short if q else 5, extra=extra[s.name])
                 peaks = {s.name: [] for s in servers}
                 for i in range(1 if q else ROUNDS):
                     for s in round_order(servers, i):
-                        r = oha(s, path, conns=conns, duration=3 if q else ROUND_SECONDS, extra=extra[s.name])
+                        r = oha(s, path, conns=conns, duration=q.short if q else ROUND_SECONDS, extra=extra[s.name])
                         check_answered(r, f"{title}, {s.name}")
                         peaks[s.name].append(r)
                 rows = []
@@ -1444,7 +1449,7 @@ def workload_profiler(q):
         run.__enter__()
     rows = []
     try:
-        seconds = 2 if q else 8
+        seconds = 1 if q else 8
         for server, path, _, extra in servers:
             extra = extra if extra is not None else ("-H", f"Cookie: {session_cookie(server)}")
             oha(server, path, conns=32, duration=1, extra=extra)
@@ -1644,7 +1649,7 @@ def workload_processes(q):
         try:
             extras = {s.name: extra if extra is not None else ("-H", f"Cookie: {session_cookie(s)}") for s in servers}
             for server in servers:
-                oha(server, path, conns=conns, duration=1 if q else 3, extra=extras[server.name])
+                oha(server, path, conns=conns, duration=q.short if q else 3, extra=extras[server.name])
             peaks = {s.name: [] for s in servers}
             for i in range(1 if q else ROUNDS):
                 for server in round_order(servers, i):
@@ -1708,7 +1713,7 @@ def workload_memory(q, peer=None):
                     "rounds": [per_thread(r) for r in peer_rounds]}
     drift = []
     server = PhpWorker("hello", threads=4, worker="worker.php")
-    total = 20_000 if q else 200_000
+    total = 5_000 if q else 200_000
     chunk = total // 10
     with Run(server, "/", is_hello):
         done = 0
@@ -2536,7 +2541,9 @@ WORKLOADS = ["hello", "laravel", "classic", "boot", "io", "memory", "stores", "u
 
 
 class Quick:
-    short = 1.5
+    """The smoke pass (--quick): every workload and every server, each load for `short`
+    seconds, enough to check every answer; its numbers say nothing about speed."""
+    short = 0.3
 
 
 def main():
@@ -2567,6 +2574,8 @@ def main():
         write_chart(results)
         return 0
     q = Quick() if args.quick else None
+    global QUICK
+    QUICK = bool(q)
     check(CADDY.exists(), "./caddy is missing: run ./xcaddy.sh")
     global SERVER_CPUS
     split = cpu_split(args.cpu_split)
