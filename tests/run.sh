@@ -10,9 +10,10 @@
 # Then on PHP 8.2, built apart (target/php-8.2/caddy): the security, fault, survival, worker,
 # reload, processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
-# Stages that share no port and little CPU run side by side: the load generator's and the
-# test modules' installs beside the PHP builds, the PHP 8.2 and portable builds beside the
-# fuzzing, the install and image tests beside the PHP 8.2 tests.
+# What only later stages need is built in the background, at the lowest CPU and disk
+# priority, from the first minute: the test tools (Python modules, the load generator),
+# PHP 8.2 and its Caddy, and the static libraries, the portable binary and the .deb, which
+# the install and image tests then run on. They use what the stages in front leave idle.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
@@ -25,6 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 timings=()
+background_pids=() # the background jobs (see background below), as pid:name
 stage_start=$SECONDS
 stage() { # ends the stage running (its time is kept) and names the next
 	[ -z "${stage_name:-}" ] || timings+=("$(printf '%5ds  %s' $((SECONDS - stage_start)) "$stage_name")")
@@ -32,46 +34,94 @@ stage() { # ends the stage running (its time is kept) and names the next
 	stage_start=$SECONDS
 	[ -z "$1" ] || echo "== $1"
 }
-trap 'stage ""; printf "%s\n" "== time per stage" "${timings[@]}"' EXIT
+# At the end, the time per stage; after a failure, the background jobs are stopped too.
+trap 'stage ""; printf "%s\n" "== time per stage" "${timings[@]}"; stop_background' EXIT
 
 install_test=${PHP_WORKER_INSTALL_TEST:-1}
 if [ $# -gt 0 ]; then install_test=0; fi            # a selection of tests
 if [ "$(id -u)" != 0 ]; then install_test=0; fi     # the chroot needs root
 php82=${PHP_WORKER_PHP82:-1}
 if [ $# -gt 0 ]; then php82=0; fi
+for v in "$install_test" "$php82"; do
+	[[ $v == [01] ]] || { echo "PHP_WORKER_INSTALL_TEST and PHP_WORKER_PHP82 must be 0 or 1" >&2; exit 2; }
+done
 
 # Before 15 minutes of building: how the build picks PHP's source and what it says when
 # PHP is behind (fake indexes, a fake mirror and a fake clock; no network).
 stage "build scripts: fetch-source.py's choice, php-currency.py's warnings (tests/scripts)"
 python3 -m unittest discover -s tests/scripts
 
-# PHP 8.4, PHP 8.2 and the portable binary's libraries side by side: each build has long
-# stretches on one core (configure scripts), so together they take about half the time
-# they take one after the other. Cached: a later run finds them at once.
-stage "build: Debian packages; PHP 8.4, PHP 8.2 and the static libraries side by side (cached)"
-# Every package the stages need, in one apt run: later stages run side by side, and two
-# apt runs at once would wait on each other's lock.
-deps=(--tests --portable --bench)
-[ "$install_test" = 0 ] || deps+=(--deb --install-test --image)
-scripts/install-deps.sh "${deps[@]}"
-builds=()
-# The benchmark's load generator (oha, compiled from crates.io) meanwhile, as the
-# end-to-end suite's Python modules.
-tests/bench/run.sh --tools-only >/dev/null & builds+=($!)
+# Builds that only later stages need run in the background from here on, at the lowest
+# CPU and disk priority: they take what the stages in front leave idle (the end-to-end
+# suite mostly waits on servers, timers and sockets), and never slow those stages down.
+# Each logs to target/logs/<name>.log, shown if it fails.
+mkdir -p target/logs
+background() { # name, then the command (a function too): runs it niced, its output in target/logs/<name>.log
+	local name=$1
+	shift
+	(
+		renice -n 19 -p "$BASHPID" >/dev/null
+		ionice -c 3 -p "$BASHPID"
+		"$@"
+	) >"target/logs/$name.log" 2>&1 &
+	background_pids+=("$!:$name")
+}
+wait_background() { # [name...]: waits for those background jobs (all without a name); fails if one did
+	local failed=0 job rest=()
+	for job in "${background_pids[@]}"; do
+		if [ $# -gt 0 ] && [[ " $* " != *" ${job#*:} "* ]]; then
+			rest+=("$job")
+			continue
+		fi
+		wait "${job%%:*}" || { echo "== ${job#*:} failed:"; tail -n 60 "target/logs/${job#*:}.log"; failed=1; }
+	done
+	background_pids=("${rest[@]}")
+	return $failed
+}
+kill_tree() { # a process and its descendants
+	local child
+	for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+	kill "$1" 2>/dev/null || true
+}
+stop_background() { # kills what is left of the background jobs
+	local job
+	for job in "${background_pids[@]}"; do kill_tree "${job%%:*}"; done
+}
+build82() { # PHP 8.2, then rust-core and Caddy on it, as target/php-8.2/caddy
+	PHP_VERSION=8.2 scripts/build-php.sh
+	mkdir -p target/php-8.2
+	# Not the PHP 8.4 build's environment (scripts/env.sh): a fresh one for 8.2.
+	env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
+		CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
+	[[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; return 1; }
+}
+install_test_run() { # the static libraries, the portable binary and the .deb; then the install and image tests
+	scripts/build-static-deps.sh && scripts/build-portable.sh && scripts/build-deb.sh &&
+		tests/install/clean-root.sh && tests/install/image.sh
+}
 pip_install() { # module, then pip's requirement
 	python3 -c "import $1" 2>/dev/null || python3 -m pip install --quiet "$2"
 }
-{
-	pip_install pytest pytest
-	pip_install opentelemetry.proto opentelemetry-proto==1.45.2 # the OTLP messages test_traces.py decodes
-	pip_install aioquic aioquic==1.7.2                          # the HTTP/3 tests' client (Debian's curl has none)
-	pip_install h2 h2==4.2.0                                    # the security suite's HTTP/2 client
-	pip_install yaml PyYAML==6.0.3                              # the Kubernetes manifests' test
-} & builds+=($!)
-scripts/build-php.sh >/dev/null & builds+=($!)
-[ "$php82" = 0 ] || { PHP_VERSION=8.2 scripts/build-php.sh >/dev/null & builds+=($!); }
-[ "$install_test" = 0 ] || { scripts/build-static-deps.sh >/dev/null & builds+=($!); }
-for pid in "${builds[@]}"; do wait "$pid"; done
+test_tools() { # the end-to-end suite's Python modules, then the benchmark's load generator (oha, from crates.io)
+	pip_install pytest pytest &&
+		pip_install opentelemetry.proto opentelemetry-proto==1.45.2 && # the OTLP messages test_traces.py decodes
+		pip_install aioquic aioquic==1.7.2 &&                          # the HTTP/3 tests' client (Debian's curl has none)
+		pip_install h2 h2==4.2.0 &&                                    # the security suite's HTTP/2 client
+		pip_install yaml PyYAML==6.0.3 &&                              # the Kubernetes manifests' test
+		tests/bench/run.sh --tools-only
+}
+
+stage "build: Debian packages and PHP 8.4 (cached); PHP 8.2, the portable build and the test tools start in the background"
+# Every package the stages need, in one apt run: the background jobs would otherwise
+# run apt at once and wait on each other's lock.
+deps=(--tests --portable --bench)
+[ "$install_test" = 0 ] || deps+=(--deb --install-test --image)
+scripts/install-deps.sh "${deps[@]}"
+background test-tools test_tools
+# PHP 8.4 before the jobs that build on it (the portable build's PHP is the same build).
+scripts/build-php.sh >/dev/null
+[ "$php82" = 0 ] || background php-8.2-build build82
+[ "$install_test" = 0 ] || background install-test install_test_run
 
 stage "build: rust-core and ./caddy on PHP 8.4"
 ./xcaddy.sh
@@ -96,38 +146,11 @@ unformatted=$(cd go-module && gofmt -l .)
 stage "Kubernetes manifests: every document against Kubernetes' API types (tests/kubernetes/)"
 (cd tests/kubernetes && go vet ./... && go test -count=1 ./...)
 
-# Builds for the later stages run beside the fuzzing, which only does fewer executions
-# for it: PHP 8.2's rust-core and Caddy, and the install test's portable binary and .deb.
-# Each logs to a file, shown if it fails.
-mkdir -p target/logs
-background() { # name, then the command: runs it, its output in target/logs/<name>.log
-	local name=$1
-	shift
-	"$@" >"target/logs/$name.log" 2>&1 &
-	background_pids+=("$!:$name")
-}
-wait_background() { # waits for every background job; fails if one did
-	local failed=0 job
-	for job in "${background_pids[@]}"; do
-		wait "${job%%:*}" || { echo "== ${job#*:} failed:"; tail -n 60 "target/logs/${job#*:}.log"; failed=1; }
-	done
-	background_pids=()
-	return $failed
-}
-background_pids=()
-build82() {
-	mkdir -p target/php-8.2
-	# Not the PHP 8.4 build's environment (scripts/env.sh, sourced above): a fresh one for 8.2.
-	env -u PHP_CONFIG -u PHP_PREFIX -u PHP -u CGO_LDFLAGS PHP_VERSION=8.2 CARGO_TARGET_DIR="$PWD/target/php-8.2" \
-		CADDY_OUTPUT=target/php-8.2/caddy ./xcaddy.sh
-	[[ $(target/php-8.2/caddy version) == *", PHP 8.2."* ]] || { echo "target/php-8.2/caddy is not on PHP 8.2"; return 1; }
-}
-
-stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh); beside them, the PHP 8.2 build and the portable binary's"
-[ "$php82" = 0 ] || background php-8.2-build build82
-[ "$install_test" = 0 ] || background portable-build sh -c 'scripts/build-portable.sh && scripts/build-deb.sh'
+stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
 FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
-wait_background
+
+stage "waiting for the test tools (the Python modules, oha)"
+wait_background test-tools
 
 stage "end to end (PHP $("$PHP_CONFIG" --version))"
 python3 -m pytest -q tests/e2e "$@"
@@ -135,17 +158,13 @@ python3 -m pytest -q tests/e2e "$@"
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
 SKIP_BUILD=1 tests/bench/run.sh --quick
 
-# The install and image tests (mostly a Debian root being unpacked) run beside the PHP
-# 8.2 stage; their output follows it.
-case $install_test in
-0) echo "== install and image tests: skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)" ;;
-1) background install-test sh -c 'tests/install/clean-root.sh && tests/install/image.sh' ;;
-*) echo "PHP_WORKER_INSTALL_TEST must be 0 or 1" >&2; exit 2 ;;
-esac
+[ "$install_test" != 0 ] || echo "== install and image tests: skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)"
 
 if [ "$php82" = 0 ]; then
 	echo "== PHP 8.2: skipped (pytest arguments, or PHP_WORKER_PHP82=0)"
 else
+	stage "waiting for the PHP 8.2 build"
+	wait_background php-8.2-build
 	stage "PHP 8.2 (beside the install and image tests): security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
 	PHP_WORKER_CADDY=$PWD/target/php-8.2/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py \
 		tests/e2e/test_survival.py tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py \
@@ -153,5 +172,5 @@ else
 		tests/e2e/test_profile.py
 fi
 
-stage "install test (the portable binary and the .deb in a clean Debian 12 root) and image test (the OCI image, unpacked and run as PID 1 of its own namespaces)"
-[ "$install_test" = 0 ] || { wait_background && cat target/logs/install-test.log; }
+stage "install test (the portable binary and the .deb in a clean Debian 12 root) and image test (the OCI image, unpacked and run as PID 1 of its own namespaces): what is left of them"
+[ "$install_test" = 0 ] || { wait_background install-test && cat target/logs/install-test.log; }
