@@ -6,6 +6,8 @@ the ceiling) on the workloads that matter, on loopback.
                                   tests/bench/RESULTS.md and tests/bench/results.png
     tests/bench/run.sh --quick    every workload briefly, asserting that every server
                                   answered correctly (no timing assertions)
+    PHP_WORKER_CADDY=path python3 tests/bench/bench.py --only processes
+                                  one workload, on another build than ./caddy
 
 Servers and load generator (oha) share the machine's cores; RESULTS.md says so and
 reports the generator's CPU share. Adding a server configuration to a workload is one
