@@ -223,9 +223,12 @@ def test_sigkill_of_a_process_under_load_loses_only_its_running_requests(start_s
     victim = processes(srv)[0]["pid"]
     load = Load(srv, ["/sleep.php?ms=20", "/w/sleep?ms=20", "/sleep.php?ms=5", "/w/sleep?ms=5"])
     time.sleep(1.5)
+    counted = served_counters(srv)
     killed = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     assert eventually(lambda: len(running_pids(srv)) == 2 and victim not in running_pids(srv), timeout=15)
+    # The dead child's counts stay in the counters: Prometheus would read a drop as a reset.
+    assert counted and all(served_counters(srv)[k] >= v for k, v in counted.items()), (counted, served_counters(srv))
     time.sleep(1.0)
     answers = load.stop()
     died = srv.wait_log(lambda e: e.get("msg") == DIED)
@@ -240,6 +243,13 @@ def test_sigkill_of_a_process_under_load_loses_only_its_running_requests(start_s
     assert max(b - a for a, b in zip(after, after[1:])) < 0.5
     assert len({pid for t, status, pid in answers if status == 200 and t < killed}) == 2
     assert srv.stop() == 0
+
+
+def served_counters(srv):
+    """The counters of requests served, from /metrics: name{labels} -> value."""
+    _, text = srv.admin("GET", "/metrics")
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(("php_worker_classic_requests_total", "php_worker_worker_requests_total"))}
 
 
 def test_a_crash_loop_backs_off_while_the_other_process_serves(start_server, crashext):

@@ -91,6 +91,10 @@ type Cluster struct {
 	// a child started from an older version missed one, and is started again.
 	version uint64
 	crashes atomic.Uint64
+	// counted holds the children whose counts the snapshot sums, retired what the dead
+	// ones had counted (counters.go); both made at first use.
+	counted map[*proc]struct{}
+	retired *counts
 	// replacing counts the replacements under way; stopped ends their pauses.
 	replacing sync.WaitGroup
 	stopped   chan struct{}

@@ -549,3 +549,74 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 	child.close()
 	<-p.exited
 }
+
+// Prometheus reads a counter that drops as a reset: the cluster's counters must not go
+// back when a child misses a snapshot, dies and is replaced, or answers out of order.
+func TestTheClustersCountersNeverGoBack(t *testing.T) {
+	golden, err := os.ReadFile("../../../rust-core/tests/golden/stats.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child that counted less (a fresh replacement, or an older snapshot): the golden
+	// snapshot with every count halved.
+	var half map[string]any
+	if err := json.Unmarshal(golden, &half); err != nil {
+		t.Fatal(err)
+	}
+	half["expired_requests"] = 10.0
+	half["opcache"].(map[string]any)["restarts_opcache_reset"] = 8.0
+	half["opcache"].(map[string]any)["usage"].(map[string]any)["hits"] = 12.0
+	half["pools"].([]any)[0].(map[string]any)["crashes"] = 5.0
+	half["pools"].([]any)[0].(map[string]any)["duration"].(map[string]any)["count"] = 4.0
+	lower, _ := json.Marshal(half)
+
+	c := &Cluster{opts: Options{Processes: 2}}
+	newProc := func(slot, pid int) *proc {
+		return &proc{c: c, slot: slot, cmd: &exec.Cmd{Process: &os.Process{Pid: pid}}}
+	}
+	a, b := newProc(0, 10), newProc(1, 11)
+	type seen struct{ expired, reset, hits, crashes, requests, memory, ownMemory float64 }
+	snapshot := func(procs []*proc, raws ...[]byte) seen {
+		t.Helper()
+		raw, err := c.merge(procs, raws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		o := m["opcache"].(map[string]any)
+		pool := m["pools"].([]any)[0].(map[string]any)
+		own := m["opcache_by_process"].([]any)[0].(map[string]any)["opcache"].(map[string]any)
+		return seen{expired: num(m["expired_requests"]), reset: num(o["restarts_opcache_reset"]),
+			hits: num(o["usage"].(map[string]any)["hits"]), crashes: num(pool["crashes"]),
+			requests:  num(pool["duration"].(map[string]any)["count"]),
+			memory:    num(o["usage"].(map[string]any)["memory_used"]),
+			ownMemory: num(own["usage"].(map[string]any)["memory_used"])}
+	}
+
+	both := snapshot([]*proc{a, b}, golden, golden)
+	if want := (seen{40, 34, 50, 22, 18, 44, 22}); both != want {
+		t.Fatalf("two children: %+v, want %+v (counters and OPcache memory summed, each child's own unchanged)", both, want)
+	}
+	if missed := snapshot([]*proc{a, b}, golden, nil); missed.expired != 40 || missed.requests != 18 || missed.hits != 50 {
+		t.Errorf("a child that did not answer took its counts out: %+v", missed)
+	}
+	if stale := snapshot([]*proc{a, b}, lower, golden); stale.expired != 40 || stale.crashes != 22 || stale.reset != 34 {
+		t.Errorf("an older snapshot of a child made the counters go back: %+v", stale)
+	}
+	// b dies; its replacement starts from less.
+	c.retireCounts(b)
+	b2 := newProc(1, 12)
+	after := snapshot([]*proc{a, b2}, golden, lower)
+	if want := (seen{50, 42, 62, 27, 22, 44, 22}); after.expired != want.expired || after.reset != want.reset ||
+		after.hits != want.hits || after.crashes != want.crashes || after.requests != want.requests {
+		t.Errorf("after a death and a replacement: %+v, want the dead child's counts kept: %+v", after, want)
+	}
+	// A late snapshot of the dead child adds nothing twice.
+	c.keepCounts(b, countsOf(half))
+	if again := snapshot([]*proc{a, b2}, golden, lower); again != after {
+		t.Errorf("the dead child counted again: %+v, was %+v", again, after)
+	}
+}

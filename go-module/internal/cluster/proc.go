@@ -54,6 +54,10 @@ type proc struct {
 	// the cluster's mu); base is the cluster generation of each pool when it started.
 	generations map[uint32]map[uint32]uint32
 	base        map[uint32]uint32
+	// What it counted as of its last snapshot, and whether that went to the cluster's
+	// retired counts at its death (counters.go; guarded by the cluster's mu).
+	counts        *counts
+	countsRetired bool
 	// pools are the worker pools it runs (guarded by the cluster's mu).
 	pools map[uint32]bool
 	// version is the cluster's settings version it started with.
@@ -616,6 +620,7 @@ func (p *proc) died() {
 		delete(p.cancels, id)
 	}
 	p.mu.Unlock()
+	p.c.retireCounts(p)
 	p.load.Store(0)
 	for _, h := range append(lost, answered...) {
 		p.answerLost(h)

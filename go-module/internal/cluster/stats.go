@@ -17,9 +17,12 @@ import (
 //   - threads: every child's, each with "process" (its child's slot);
 //   - pools: summed per pool, with the cluster's generation numbers (the lowest any
 //     child runs, so a restart is done when every child is);
-//   - opcache: the first child's gate, with each child's usage under "processes";
-//   - counters summed; "processes" lists each child: slot, pid, state, requests held,
-//     and the crashes of the cluster.
+//   - opcache: the first child's gate, its counters and memory summed over the
+//     children, with each child's own under "opcache_by_process";
+//   - counters summed over every child the cluster ran, those that died or did not
+//     answer included (counters.go), so none goes back;
+//   - "processes" lists each child: slot, pid, state, requests held, and the crashes
+//     of the cluster.
 
 // procStats is one child in the snapshot.
 type procStats struct {
@@ -92,13 +95,20 @@ func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
 		if json.Unmarshal(raw, &s) != nil {
 			continue
 		}
+		c.keepCounts(p, countsOf(s))
 		for _, key := range []string{"max_threads", "stuck_threads", "expired_requests"} {
 			merged[key] = num(merged[key]) + num(s[key])
 		}
-		for _, key := range []string{"histogram_bounds", "post_max_size", "opcache"} {
+		for _, key := range []string{"histogram_bounds", "post_max_size"} {
 			if _, ok := merged[key]; !ok {
 				merged[key] = s[key]
 			}
+		}
+		if _, ok := merged["opcache"]; !ok {
+			// A copy: the sums below must not change the first child's own entry.
+			merged["opcache"] = copyOpcache(s["opcache"])
+		} else {
+			mergeOpcacheGauges(merged, s)
 		}
 		opcaches = append(opcaches, map[string]any{"process": i, "opcache": s["opcache"]})
 		ts, _ := s["threads"].([]any)
@@ -150,9 +160,88 @@ func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
 		poolList = append(poolList, pools[id])
 	}
 	merged["threads"], merged["pools"], merged["processes"] = threads, poolList, list
+	c.countedTotal().apply(merged, pools)
 	merged["process_crashes"] = c.crashes.Load()
 	merged["opcache_by_process"] = opcaches
 	return json.Marshal(merged)
+}
+
+// keepCounts records what child p counted as of a snapshot it answered, unless its
+// counts already went to the retired ones (it died meanwhile).
+func (c *Cluster) keepCounts(p *proc, n *counts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.countsRetired {
+		return
+	}
+	if p.counts == nil {
+		if c.counted == nil {
+			c.counted = map[*proc]struct{}{}
+		}
+		p.counts = newCounts()
+		c.counted[p] = struct{}{}
+	}
+	p.counts.combine(n, most)
+}
+
+// retireCounts moves what a dead child counted to the cluster's retired counts.
+func (c *Cluster) retireCounts(p *proc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired == nil {
+		c.retired = newCounts()
+	}
+	c.retired.combine(p.counts, sum)
+	p.counts, p.countsRetired = nil, true
+	delete(c.counted, p)
+}
+
+// countedTotal is the sum of what every child the cluster ran counted.
+func (c *Cluster) countedTotal() *counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := newCounts()
+	total.combine(c.retired, sum)
+	for p := range c.counted {
+		total.combine(p.counts, sum)
+	}
+	return total
+}
+
+// mergeOpcacheGauges adds a child's OPcache memory to the merged snapshot's (each
+// child has its shared memory of its own), and keeps the most scripts any caches.
+func mergeOpcacheGauges(merged, s map[string]any) {
+	o, _ := merged["opcache"].(map[string]any)
+	mu, _ := o["usage"].(map[string]any)
+	so, _ := s["opcache"].(map[string]any)
+	su, _ := so["usage"].(map[string]any)
+	if mu == nil || su == nil {
+		return
+	}
+	for _, k := range []string{"memory_used", "memory_free", "memory_wasted"} {
+		mu[k] = num(mu[k]) + num(su[k])
+	}
+	mu["cached_scripts"] = max(num(mu["cached_scripts"]), num(su["cached_scripts"]))
+}
+
+// copyOpcache copies a snapshot's opcache object and its usage object.
+func copyOpcache(v any) any {
+	o, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(o))
+	for k, x := range o {
+		out[k] = x
+	}
+	if u, ok := o["usage"].(map[string]any); ok {
+		cu := make(map[string]any, len(u))
+		for k, x := range u {
+			cu[k] = x
+		}
+		out["usage"] = cu
+	}
+	return out
 }
 
 // mergePool adds child pool o into have.
