@@ -392,6 +392,13 @@ def test_debugged_requests_run_in_a_process_of_their_own(start_server, crashext)
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
     assert {p["pid"] for p in processes(srv)[:2]} == children, "the other children live on"
     assert not [e for e in srv.log_entries() if e.get("msg") == DIED]
+    # Debugged requests run side by side, on the child's classic threads.
+    side = {}
+    jobs = [in_background(srv, "/w/sleep?ms=1500&PW_DEBUG=1", side, key=f"side{i}") for i in range(2)]
+    assert eventually(lambda: len(busy_in(srv, 2)) == 2, timeout=5), processes(srv)
+    for job in jobs:
+        job.join(10)
+    assert [side[f"side{i}"][0] for i in range(2)] == [200, 200], side
     # A debugged request running when the server stops finishes, as the others do.
     debugged = {}
     job = in_background(srv, "/w/sleep?ms=1500&PW_DEBUG=1", debugged, key="debugged")

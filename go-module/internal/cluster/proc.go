@@ -164,9 +164,10 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	settings, version := c.opts.Settings, c.version
 	debugChild := i == c.debugSlot()
 	if debugChild {
-		// One classic thread for the debugged requests, which run their worker script
-		// in a request of its own on it; no workers, no autoscaling.
-		classic, scale.max = 1, 0
+		// The debugged requests run their worker script in a request of their own on a
+		// classic thread, as many at once as one process would run: on as many classic
+		// threads as the server has, at least one; no workers, no autoscaling.
+		classic, scale.max = max(classic, 1), 0
 	}
 	type poolStart struct {
 		id   uint32
@@ -188,7 +189,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 		{Op: opDeadlines, N: deadline.maxStuck, MS: deadline.grace.Milliseconds()},
 		{Op: opResizeClassic, N: share(classic, i, c.opts.Processes)}}
 	if debugChild {
-		steps[1].N, steps[3].N = 0, 1
+		steps[1].N, steps[3].N = 0, classic
 	}
 	for _, pl := range pools {
 		steps = append(steps, call{Op: opNewPool, Pool: pl.id, Spec: c.specShare(pl.spec, i)})
