@@ -488,6 +488,9 @@ fn a_staged_generation_keeps_its_threads_when_threads_move_away() {
         // A staged thread is no thread to spare: activating a generation without its
         // threads would retire the old ones for nothing.
         assert_eq!(pool.hand_over(1, &classic), 1);
+        // The move is the thread's to make, at its next command: until it has, the old
+        // generation's thread still takes the pool's requests.
+        eventually("the old generation's thread moved to the classic pool", || threads_of(engine, CLASSIC).len() == 2);
         pool.activate(staged).unwrap();
         assert_eq!(get_body(engine, 1, &w), "v2");
     });
