@@ -102,22 +102,22 @@ install_test_run() { # the static libraries, the portable binary and the .deb; t
 pip_install() { # module, then pip's requirement
 	python3 -c "import $1" 2>/dev/null || python3 -m pip install --quiet "$2"
 }
-test_tools() { # the end-to-end suite's Python modules, then the benchmark's load generator (oha, from crates.io)
+python_modules() { # the end-to-end suite's Python modules
 	pip_install pytest pytest &&
 		pip_install opentelemetry.proto opentelemetry-proto==1.45.2 && # the OTLP messages test_traces.py decodes
 		pip_install aioquic aioquic==1.7.2 &&                          # the HTTP/3 tests' client (Debian's curl has none)
 		pip_install h2 h2==4.2.0 &&                                    # the security suite's HTTP/2 client
-		pip_install yaml PyYAML==6.0.3 &&                              # the Kubernetes manifests' test
-		tests/bench/run.sh --tools-only
+		pip_install yaml PyYAML==6.0.3                                 # the Kubernetes manifests' test
 }
 
-stage "build: Debian packages and PHP 8.4 (cached); PHP 8.2, the portable build and the test tools start in the background"
+stage "build: Debian packages and PHP 8.4 (cached); PHP 8.2, the portable build, oha and the Python modules start in the background"
 # Every package the stages need, in one apt run: the background jobs would otherwise
 # run apt at once and wait on each other's lock.
 deps=(--tests --portable --bench)
 [ "$install_test" = 0 ] || deps+=(--deb --install-test --image)
 scripts/install-deps.sh "${deps[@]}"
-background test-tools test_tools
+background python-modules python_modules
+background oha tests/bench/run.sh --tools-only # the benchmark's load generator, from crates.io
 # PHP 8.4 before the jobs that build on it (the portable build's PHP is the same build).
 scripts/build-php.sh >/dev/null
 [ "$php82" = 0 ] || background php-8.2-build build82
@@ -149,13 +149,14 @@ stage "Kubernetes manifests: every document against Kubernetes' API types (tests
 stage "go-module: fuzz targets, 10 s each from their corpora (tests/fuzz.sh)"
 FUZZ_TIME=${FUZZ_TIME:-10s} tests/fuzz.sh
 
-stage "waiting for the test tools (the Python modules, oha)"
-wait_background test-tools
+stage "waiting for the end-to-end suite's Python modules"
+wait_background python-modules
 
 stage "end to end (PHP $("$PHP_CONFIG" --version))"
 python3 -m pytest -q tests/e2e "$@"
 
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
+wait_background oha
 SKIP_BUILD=1 tests/bench/run.sh --quick
 
 [ "$install_test" != 0 ] || echo "== install and image tests: skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)"
