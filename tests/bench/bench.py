@@ -119,6 +119,19 @@ def cpu_seconds(pids):
     return total / CLK_TCK
 
 
+def private_mb(pid):
+    """The memory only pid maps (Private_Clean and Private_Dirty): what it costs beyond
+    the pages it shares with other processes."""
+    total = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total / 2**20
+
+
 def pss_mb(pids):
     """The proportional set size of pids: pages shared between them (the binary's text,
     shared memory) counted once in all, where RSS counts them in each."""
@@ -1662,16 +1675,20 @@ def workload_processes(q):
             for server in servers:
                 ordered = sorted(peaks[server.name], key=lambda r: r["ok_rps"])
                 peak = ordered[len(ordered) // 2]
+                # The children are the Caddy process's PHP processes (php-worker-child).
+                children = [pid for pid in server.pids() if pid != server.proc.pid]
                 rows.append({"server": server.name, "processes": server.processes, "rps": peak["ok_rps"],
                              "rounds": [r["ok_rps"] for r in ordered],
                              "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
-                             "rss_mb": rss_mb(server.pids()), "pss_mb": pss_mb(server.pids())})
+                             "rss_mb": rss_mb(server.pids()), "pss_mb": pss_mb(server.pids()),
+                             "child_private_mb": sum(map(private_mb, children)) / len(children) if children else None})
                 log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {rows[-1]['cpu_us']:,.0f} µs of CPU "
                     f"per request, {rows[-1]['pss_mb']:.0f} MB PSS ({rows[-1]['rss_mb']:.0f} MB RSS)")
             one, two = rows
             log(f"  {what}: processes 2 at {100 * two['rps'] / one['rps']:.0f}% of processes 1 in throughput, "
                 f"{100 * one['cpu_us'] / two['cpu_us']:.0f}% in CPU per request; "
-                f"{two['pss_mb'] - one['pss_mb']:.0f} MB (PSS) for the added child")
+                f"{two['pss_mb'] - one['pss_mb']:.0f} MB (PSS) for the added child, "
+                f"each child {two['child_private_mb'] or 0:.0f} MB of its own (private memory)")
             out.append({"workload": what, "rows": rows})
         finally:
             for run in runs:
