@@ -550,6 +550,74 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 	<-p.exited
 }
 
+// A withdraw that begins after response data of its request came, while the read loop
+// delivers that data under the request's lock the withdraw holds: asking the child would
+// wait for a verdict behind the blocked read loop, and every request of the child, its
+// pings too, would wait for ever (seen under load with the child's core-served wire,
+// whose answers overtake the cancel's registration). The withdraw is refused at once,
+// for a last piece (DONE) as for a flush.
+func TestAWithdrawAfterItsRequestAnsweredDoesNotWaitForTheChild(t *testing.T) {
+	for _, flags := range []uint32{core.ResponseDone, core.ResponseFlush} {
+		host, p, theirs := procOnASocket(t)
+		child := newLink(theirs)
+		cancels := make(chan struct{}, 1)
+		go func() {
+			r := newReader(theirs)
+			for {
+				kind, id, _, err := r.next()
+				if err != nil {
+					return
+				}
+				if kind == kindCancel && id == 7 {
+					cancels <- struct{}{}
+					child.send(kindCancelled, 7, []byte{0})
+				}
+			}
+		}()
+		host.mu.Lock() // the request's lock: its withdraw begins
+		child.sendWith(kindRespond, 7, true, func(dst []byte) []byte {
+			return packRespond(dst, &core.Response{Status: 200, Flags: flags, Thread: 1})
+		})
+		// The read loop took the frame and waits for the request's lock.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			p.mu.Lock()
+			h, held := p.inflight[7]
+			p.mu.Unlock()
+			if !held || h.responded || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		verdict := make(chan bool, 1)
+		go func() { verdict <- p.cancel(7) }()
+		select {
+		case v := <-verdict:
+			if v {
+				t.Errorf("flags %d: a request that answered was withdrawn", flags)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("flags %d: the withdraw waits for the child's verdict behind the read loop, which waits for the withdraw", flags)
+		}
+		host.mu.Unlock()
+		select {
+		case <-host.responded:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("flags %d: the response was never delivered", flags)
+		}
+		select {
+		case <-cancels:
+			t.Errorf("flags %d: the child was asked to withdraw a request that answered", flags)
+		default:
+		}
+		p.mu.Lock()
+		delete(p.inflight, 7)
+		p.mu.Unlock()
+		child.close()
+		<-p.exited
+	}
+}
+
 // Prometheus reads a counter that drops as a reset: the cluster's counters must not go
 // back when a child misses a snapshot, dies and is replaced, or answers out of order.
 func TestTheClustersCountersNeverGoBack(t *testing.T) {

@@ -75,6 +75,9 @@ type held struct {
 	reading bool
 	// withdrawn: the child withdrew it (Cancel); its client was answered already.
 	withdrawn bool
+	// responded: response data of it came, so it runs or ran: a withdraw is refused
+	// without asking the child (see respondedTo).
+	responded bool
 }
 
 // packedPool recycles the kept submissions.
@@ -395,7 +398,10 @@ func (p *proc) send(s *Submitted, packed []byte) bool {
 func (p *proc) cancel(handle uint64) bool {
 	ch := make(chan bool, 1)
 	p.mu.Lock()
-	if p.dead {
+	if h, ok := p.inflight[handle]; p.dead || !ok || h.responded {
+		// Answered, or answering: it cannot be withdrawn, and the read loop may be
+		// delivering its response now, under the request's lock the caller holds,
+		// ahead of any verdict the child would send.
 		p.mu.Unlock()
 		return false
 	}
@@ -431,9 +437,7 @@ func (p *proc) readLoop(r *reader) {
 				p.kill()
 				continue
 			}
-			// A withdraw waiting for the child's verdict may hold the request's lock,
-			// which Respond takes: the verdict follows from this frame, so it goes first.
-			p.answerCancel(id, resp.Flags&core.ResponseDone != 0 && resp.Flags&core.ResponseRefused != 0 &&
+			p.respondedTo(id, resp.Flags&core.ResponseDone != 0 && resp.Flags&core.ResponseRefused != 0 &&
 				resp.Refusal == core.RefusedWithdrawn)
 			if resp.Flags&core.ResponseDone != 0 && !p.finish(id) {
 				continue // already answered (it cannot be, but never twice)
@@ -505,6 +509,26 @@ func (p *proc) readLoop(r *reader) {
 		}
 	}
 	p.died()
+}
+
+// respondedTo notes that response data of handle came, before it is delivered. A
+// withdraw waiting for the child's verdict may hold the request's lock, which delivering
+// takes, and that verdict comes behind this frame: the frame decides it (a request
+// that answers runs, unless its answer is the withdraw's refusal), so it is given
+// first. Under the same lock as cancel's check, so a withdraw that comes later is
+// refused at once rather than waiting for a verdict the blocked read loop cannot read.
+func (p *proc) respondedTo(handle uint64, withdrawn bool) {
+	p.mu.Lock()
+	if h, ok := p.inflight[handle]; ok {
+		h.responded = true
+		p.inflight[handle] = h
+	}
+	ch := p.cancels[handle]
+	delete(p.cancels, handle)
+	p.mu.Unlock()
+	if ch != nil {
+		ch <- withdrawn // buffered: never blocks the read loop
+	}
 }
 
 // answerCancel gives a waiting Cancel of handle its verdict, if one waits.
