@@ -145,6 +145,63 @@
 
 #define PHP_WORKER_CLI_INI 7
 
+// Bytes in a frame's head.
+#define PHP_WORKER_WIRE_HEAD 16
+
+// The largest payload a frame may carry; a reader ends the wire at a larger one.
+#define PHP_WORKER_WIRE_MAX_FRAME (64 << 20)
+
+// Bytes in a SUBMIT payload's fixed head.
+#define PHP_WORKER_WIRE_SUBMIT_HEAD 32
+
+// Bytes in a RESPOND payload's fixed head.
+#define PHP_WORKER_WIRE_RESPOND_HEAD 40
+
+// No slot in the taken table.
+#define PHP_WORKER_WIRE_NO_SLOT 4294967295
+
+// Slots in a child's taken table: a shared mapping of this many u64 words.
+#define PHP_WORKER_WIRE_TAKEN_SLOTS (1 << 16)
+
+// Frame kind, Caddy process to child: a control call (JSON).
+#define PHP_WORKER_WIRE_CALL 1
+
+// Frame kind, Caddy process to child: a request.
+#define PHP_WORKER_WIRE_SUBMIT 2
+
+// Frame kind, Caddy process to child: withdraw the request if it has not started.
+#define PHP_WORKER_WIRE_CANCEL 3
+
+// Frame kind, Caddy process to child: body bytes a READ_BODY asked for.
+#define PHP_WORKER_WIRE_BODY 4
+
+// Frame kind, Caddy process to child: the request's client left.
+#define PHP_WORKER_WIRE_CLIENT_GONE 5
+
+// Frame kind, Caddy process to child: a shared table operation's reply.
+#define PHP_WORKER_WIRE_STORE_REPLY 6
+
+// Frame kind, child to Caddy process: a control call's reply (JSON).
+#define PHP_WORKER_WIRE_REPLY 64
+
+// Frame kind, child to Caddy process: response data (a `respond` call).
+#define PHP_WORKER_WIRE_RESPOND 65
+
+// Frame kind, child to Caddy process: a `read_body` call.
+#define PHP_WORKER_WIRE_READ_BODY 66
+
+// Frame kind, child to Caddy process: a log line.
+#define PHP_WORKER_WIRE_LOG 67
+
+// Frame kind, child to Caddy process: a submission failed.
+#define PHP_WORKER_WIRE_SUBMIT_FAILED 68
+
+// Frame kind, child to Caddy process: a CANCEL's verdict.
+#define PHP_WORKER_WIRE_CANCELLED 69
+
+// Frame kind, child to Caddy process: a shared table operation.
+#define PHP_WORKER_WIRE_STORE 70
+
 // The fixed fields at the start of a request's spans, in this order. Empty strings
 // stand for "absent".
 enum php_worker_field
@@ -681,6 +738,40 @@ php_worker_completions_t *php_worker_completions_take(const php_worker_engine_t 
 // # Safety
 // `batch` comes from php_worker_completions_take() and was not freed.
 void php_worker_completions_delete(php_worker_completions_t *batch);
+
+// Opens the process's wire to the Caddy process (a php_worker child process's
+// descriptor 3, `socket`) with the taken table (`taken_fd`, a memfd of
+// PHP_WORKER_WIRE_TAKEN_SLOTS u64 words), and starts the thread that reads it. The core
+// takes both descriptors, also on failure. An engine created afterwards with `"wire":
+// true` serves the SUBMIT frames and answers over the wire, not through its callbacks;
+// the CALL frames wait for php_worker_wire_call_next(). One wire per process, for its
+// life. Returns NULL, or an error to free with php_worker_error_delete().
+php_worker_error_t *php_worker_wire_open(int32_t socket, int32_t taken_fd);
+
+// The eventfd that is readable while control calls wait for php_worker_wire_call_next(),
+// and once the wire ended; -1 when no wire is open. The core owns it. Any thread.
+int32_t php_worker_wire_calls_fd(void);
+
+// Takes the next control call (a CALL frame's JSON): returns 1 and writes its id to
+// `*id` and its bytes to `*call` (free them with php_worker_bytes_delete()); 0 when
+// none waits; -1 once the wire ended (the Caddy process is gone or done with this
+// process) and none is left. Any thread; never blocks.
+//
+// # Safety
+// `id` and `call` are writable.
+int32_t php_worker_wire_call_next(uint64_t *id, php_worker_bytes_t **call);
+
+// Sends one frame over the wire (`kind`, one of the PHP_WORKER_WIRE_* kinds a child
+// sends; `payload` of `len` bytes): a control call's REPLY, or a LOG line of Go's.
+// Blocks until the frame left; false when the wire is closed or the payload past
+// PHP_WORKER_WIRE_MAX_FRAME. Any thread.
+//
+// # Safety
+// `payload` is readable for `len` bytes (or NULL with `len` 0).
+bool php_worker_wire_send(uint8_t kind, uint64_t id, const uint8_t *payload, size_t len);
+
+// Whether the wire carries the engine's debug lines (the Caddy process logs them).
+void php_worker_wire_set_debug(bool on);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -26,6 +26,10 @@ pub struct EngineConfig {
     /// instead of the `respond` callback.
     #[serde(default)]
     pub completions: bool,
+    /// The engine answers over the process's wire to the Caddy process
+    /// (php_worker_wire_open()) instead of through the callbacks: a child process's.
+    #[serde(default)]
+    pub wire: bool,
 }
 
 /// A `php_ini` value: one, or one per line for the keys PHP reads every line of.

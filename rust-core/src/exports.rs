@@ -21,7 +21,7 @@ use crate::supervisor::scaling::Limits;
 
 /// A running PHP engine (opaque).
 pub struct EngineHandle {
-    engine: Engine,
+    engine: Arc<Engine>,
 }
 
 /// A submitted request (opaque), for php_worker_request_cancel().
@@ -62,7 +62,7 @@ fn catch(f: impl FnOnce() -> Result<()>) -> *mut ErrorHandle {
 /// `engine` is NULL or live.
 unsafe fn engine_ref<'a>(engine: *const EngineHandle) -> Result<&'a Engine> {
     // SAFETY: the caller's contract: `engine` is NULL or live.
-    unsafe { engine.as_ref() }.map(|h| &h.engine).ok_or(Error::InvalidRequest("NULL engine"))
+    unsafe { engine.as_ref() }.map(|h| &*h.engine).ok_or(Error::InvalidRequest("NULL engine"))
 }
 
 /// # Safety
@@ -116,8 +116,18 @@ pub unsafe extern "C" fn php_worker_engine_new(
         if config.completions {
             host.enable_completions().map_err(|e| Error::Startup(format!("cannot create the completion queue: {e}")))?;
         }
+        let wire = if config.wire {
+            let wire = crate::wire::current().ok_or(Error::Startup("\"wire\" is set, but no wire is open (php_worker_wire_open)".into()))?;
+            host.set_remote(wire.clone());
+            Some(wire)
+        } else {
+            None
+        };
         let host = Arc::new(host);
-        let engine = Engine::start(&config, host)?;
+        let engine = Arc::new(Engine::start(&config, host)?);
+        if let Some(wire) = wire {
+            wire.attach(engine.clone());
+        }
         // SAFETY: `engine_out` is not NULL (checked) and writable by the function's contract.
         unsafe { *engine_out = Box::into_raw(Box::new(EngineHandle { engine })) };
         Ok(())
@@ -166,7 +176,13 @@ pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
     if !engine.is_null() {
         // SAFETY: per the function contract, we own it now.
         let handle = unsafe { Box::from_raw(engine) };
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(handle)));
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            // The wire's reader lets go of it first, so the engine stops here.
+            if let Some(wire) = crate::wire::current() {
+                wire.detach();
+            }
+            drop(handle)
+        }));
     }
 }
 
@@ -753,5 +769,79 @@ pub unsafe extern "C" fn php_worker_completions_delete(batch: *mut CompletionsHa
     if !batch.is_null() {
         // SAFETY: the function's contract: from php_worker_completions_take(), not freed.
         let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(batch) })));
+    }
+}
+
+/// Opens the process's wire to the Caddy process (a php_worker child process's
+/// descriptor 3, `socket`) with the taken table (`taken_fd`, a memfd of
+/// PHP_WORKER_WIRE_TAKEN_SLOTS u64 words), and starts the thread that reads it. The core
+/// takes both descriptors, also on failure. An engine created afterwards with `"wire":
+/// true` serves the SUBMIT frames and answers over the wire, not through its callbacks;
+/// the CALL frames wait for php_worker_wire_call_next(). One wire per process, for its
+/// life. Returns NULL, or an error to free with php_worker_error_delete().
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_wire_open(socket: i32, taken_fd: i32) -> *mut ErrorHandle {
+    catch(|| {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        if socket < 0 || taken_fd < 0 {
+            return Err(Error::InvalidRequest("a negative descriptor"));
+        }
+        // SAFETY: the function's contract: the caller hands both descriptors over.
+        let (socket, taken) = unsafe { (OwnedFd::from_raw_fd(socket), OwnedFd::from_raw_fd(taken_fd)) };
+        crate::wire::open(socket, taken).map(drop)
+    })
+}
+
+/// The eventfd that is readable while control calls wait for php_worker_wire_call_next(),
+/// and once the wire ended; -1 when no wire is open. The core owns it. Any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_wire_calls_fd() -> i32 {
+    crate::wire::current().map_or(-1, |w| w.calls_fd())
+}
+
+/// Takes the next control call (a CALL frame's JSON): returns 1 and writes its id to
+/// `*id` and its bytes to `*call` (free them with php_worker_bytes_delete()); 0 when
+/// none waits; -1 once the wire ended (the Caddy process is gone or done with this
+/// process) and none is left. Any thread; never blocks.
+///
+/// # Safety
+/// `id` and `call` are writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_wire_call_next(id: *mut u64, call: *mut *mut BytesHandle) -> i32 {
+    let Some(wire) = crate::wire::current() else { return -1 };
+    match catch_unwind(AssertUnwindSafe(|| wire.next_call())) {
+        Ok(Ok(Some((call_id, bytes)))) => {
+            // SAFETY: the function's contract: both are writable.
+            unsafe {
+                *id = call_id;
+                *call = Box::into_raw(Box::new(BytesHandle { bytes }));
+            }
+            1
+        }
+        Ok(Ok(None)) => 0,
+        Ok(Err(())) | Err(_) => -1,
+    }
+}
+
+/// Sends one frame over the wire (`kind`, one of the PHP_WORKER_WIRE_* kinds a child
+/// sends; `payload` of `len` bytes): a control call's REPLY, or a LOG line of Go's.
+/// Blocks until the frame left; false when the wire is closed or the payload past
+/// PHP_WORKER_WIRE_MAX_FRAME. Any thread.
+///
+/// # Safety
+/// `payload` is readable for `len` bytes (or NULL with `len` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn php_worker_wire_send(kind: u8, id: u64, payload: *const u8, len: usize) -> bool {
+    let Some(wire) = crate::wire::current() else { return false };
+    // SAFETY: the function's contract.
+    let Ok(payload) = (unsafe { bytes(payload, len) }) else { return false };
+    catch_unwind(AssertUnwindSafe(|| wire.send(kind, id, payload))).unwrap_or(false)
+}
+
+/// Whether the wire carries the engine's debug lines (the Caddy process logs them).
+#[unsafe(no_mangle)]
+pub extern "C" fn php_worker_wire_set_debug(on: bool) {
+    if let Some(wire) = crate::wire::current() {
+        wire.set_debug(on);
     }
 }

@@ -58,6 +58,22 @@ pub fn fields_json(fields: &[LogField<'_>]) -> String {
     out
 }
 
+/// A host in another process, reached over a wire rather than through callbacks: what a
+/// php_worker child process's engine answers to (src/wire/). Its calls take the place
+/// of the `respond`, `read_body`, `log` and `shared_store` callbacks, with their
+/// contracts, on any thread, with no call into Go.
+pub trait RemoteHost: Send + Sync {
+    /// The `respond` callback: false when the client is gone.
+    fn respond(&self, handle: usize, response: &Response) -> bool;
+    /// The `read_body` callback: the count read, or None when the body cannot be read.
+    fn read_body(&self, handle: usize, buf: &mut [u8]) -> Option<usize>;
+    /// The `log` callback; `fields` is empty or a JSON object.
+    fn log(&self, handle: usize, level: Level, message: &str, fields: &str);
+    /// The `shared_store` callback: the encoded reply, or None when the table cannot be
+    /// reached.
+    fn shared_store(&self, request: &[u8]) -> Option<Vec<u8>>;
+}
+
 /// The embedding program: its callbacks, copied out of the C struct at engine creation,
 /// and its environment, the base of every `$_SERVER` and getenv().
 pub struct Host {
@@ -65,6 +81,8 @@ pub struct Host {
     pub process_env: Strings,
     /// Where requests' last response calls go, when the host asked for completions.
     completions: Option<Completions>,
+    /// The host in another process every call goes to instead of the callbacks.
+    remote: Option<Arc<dyn RemoteHost>>,
 }
 
 // SAFETY: the ABI requires the callbacks to be callable from any thread.
@@ -77,7 +95,17 @@ impl Host {
     /// Every callback in `callbacks` must follow the contract documented on
     /// [`Callbacks`] for as long as the host is alive.
     pub unsafe fn new(callbacks: Callbacks, process_env: Strings) -> Host {
-        Host { callbacks, process_env, completions: None }
+        Host { callbacks, process_env, completions: None, remote: None }
+    }
+
+    /// Sends every call to `remote` from now on, the completions' included.
+    pub fn set_remote(&mut self, remote: Arc<dyn RemoteHost>) {
+        self.remote = Some(remote);
+    }
+
+    /// The host in another process, when calls go there.
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteHost>> {
+        self.remote.as_ref()
     }
 
     /// Requests' last response calls go to a completion queue from now on (see
@@ -96,8 +124,8 @@ impl Host {
     /// through the `respond` callback when the host takes no completions.
     pub fn complete(&self, completion: Completion) {
         match &self.completions {
-            Some(queue) => queue.push(completion),
-            None => {
+            Some(queue) if self.remote.is_none() => queue.push(completion),
+            _ => {
                 let entry = completion.entry();
                 self.call_respond(entry.handle, &entry.response);
             }
@@ -138,6 +166,9 @@ impl Host {
     }
 
     fn call_respond(&self, handle: usize, response: &Response) -> bool {
+        if let Some(remote) = &self.remote {
+            return remote.respond(handle, response);
+        }
         if callbacks_refused() {
             return false;
         }
@@ -157,6 +188,9 @@ impl Host {
     /// Reads request body bytes into `buf`: the count read (short only at the end of the
     /// body), or None when the body cannot be read (client gone, timeout).
     pub fn read_body(&self, handle: usize, buf: &mut [u8]) -> Option<usize> {
+        if let Some(remote) = &self.remote {
+            return remote.read_body(handle, buf).map(|n| n.min(buf.len()));
+        }
         if callbacks_refused() {
             return None;
         }
@@ -175,6 +209,10 @@ impl Host {
 
     /// Sends a log line with structured fields (see [`fields_json`]).
     pub fn event(&self, handle: usize, level: Level, message: &str, fields: &[LogField<'_>]) {
+        if let Some(remote) = &self.remote {
+            remote.log(handle, level, message, &fields_json(fields));
+            return;
+        }
         if callbacks_refused() {
             return;
         }

@@ -24,6 +24,8 @@
 //!   their deadline), both on one service-thread helper, `engine` (main thread, pool
 //!   table, shutdown) and `stats` (snapshots);
 //! - `cli`: the command line (`caddy php-cli`), PHP run in a process with no engine;
+//! - `wire`: a child process's wire to the Caddy process (`processes N`), its request
+//!   path served by a reader thread and the PHP threads, with no call into Go;
 //! - `exports`: every `extern "C"` function the host calls.
 //!
 //! Bailouts (PHP's longjmp) never cross Rust frames: every PHP call that can bail out
@@ -44,6 +46,7 @@ pub mod runtime;
 pub mod store;
 pub mod supervisor;
 pub mod cli;
+pub mod wire;
 pub mod exports;
 
 #[cfg(test)]

@@ -8,11 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,9 +23,12 @@ import (
 )
 
 // The child's side: a process the Caddy process exec'd (the same binary, its
-// php-worker-child command) with the wire on descriptor 3. It runs one engine, as the
-// Caddy process does in a single process, and is its core.Host: responses, body reads
-// and log lines go back over the wire. It ends when the wire does.
+// php-worker-child command) with the wire on descriptor 3 and the taken table on 4. It
+// runs one engine, as the Caddy process does in a single process. The engine's request
+// path is the Rust core's (core.OpenWire): it reads the submissions off the wire and its
+// PHP threads write the responses, body reads, log lines and shared table operations,
+// so a request costs this process's Go runtime nothing. Go serves the control calls, and
+// sends its own log lines. The child ends when the wire does.
 
 // childFD is the descriptor of the wire in a child.
 const childFD = 3
@@ -35,265 +36,53 @@ const childFD = 3
 // RunChild serves the engine of a child process until the Caddy process closes the
 // wire or goes away; it returns the process's exit status.
 func RunChild() int {
-	// First, before PHP can start a program: the exec that made this process cleared
-	// close-on-exec on the wire and the taken table. A program a script starts (exec,
-	// proc_open) holding the wire would keep it open past this process's death.
-	syscall.CloseOnExec(childFD)
-	syscall.CloseOnExec(takenFD)
-	// The child's life is the wire's: the signals that stop a server (`pkill php_worker`
-	// reaches the children too) leave it to the Caddy process, which drains and ends it.
-	// Caught and dropped rather than ignored, since an ignored signal stays ignored in
-	// the programs PHP starts; SIGQUIT too, whose Go default would dump and exit.
+	// The signals that stop a server (`pkill php_worker` reaches the children too) leave
+	// it to the Caddy process, which drains and ends it. Caught and dropped rather than
+	// ignored, since an ignored signal stays ignored in the programs PHP starts; SIGQUIT
+	// too, whose Go default would dump and exit.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	nameProcess()
-	// Non-blocking, so the wire's reads and writes wait in Go's poller, not on threads.
-	if err := syscall.SetNonblock(childFD, true); err != nil {
-		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
-		return 2
-	}
-	f := os.NewFile(childFD, "php_worker wire")
-	if f == nil {
-		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptor 3; this command is run by php_worker itself")
-		return 2
-	}
-	taken, err := mapTaken(takenFD)
+	// The core takes both descriptors and makes them close-on-exec (the exec that made
+	// this process cleared that flag): a program a script starts never holds the wire.
+	w, err := core.OpenWire(childFD, takenFD)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "php-worker-child:", err)
+		fmt.Fprintln(os.Stderr, "php-worker-child: no wire on descriptors 3 and 4 (this command is run by php_worker itself):", err)
 		return 2
 	}
-	c := &child{link: newLink(f), taken: taken, requests: map[uint64]*childRequest{}, stores: map[uint64]chan []byte{}}
+	c := &child{wire: w}
 	core.SetHost(c)
-	err = c.serve(newReader(f))
-	if e := c.engine.Load(); e != nil && !errors.Is(err, io.EOF) {
-		fmt.Fprintln(os.Stderr, "php-worker-child: the wire failed:", err)
+	for {
+		id, raw, err := w.NextCall()
+		if err != nil {
+			if !errors.Is(err, core.ErrWireEnded) {
+				fmt.Fprintln(os.Stderr, "php-worker-child: the wire failed:", err)
+			}
+			// The Caddy process is gone or done with this child: nobody is left to
+			// answer, so nothing waits for running scripts.
+			return 0
+		}
+		go c.call(id, raw)
 	}
-	// The Caddy process is gone or done with this child: nobody is left to answer, so
-	// nothing waits for running scripts.
-	return 0
 }
 
 type child struct {
-	link   *link
-	taken  *takenTable // where its PHP threads mark the requests they take
+	wire   *core.Wire
 	engine atomic.Pointer[core.Engine]
 	debug  atomic.Bool // the Caddy process logs debug lines
-
-	mu       sync.Mutex
-	requests map[uint64]*childRequest
-	// The shared table operations waiting for the Caddy process's reply, by id.
-	stores    map[uint64]chan []byte
-	nextStore uint64
 }
 
-// childRequest is a request the child's engine holds, by its handle (the Caddy
-// process's).
-type childRequest struct {
-	mu   sync.Mutex
-	slot uint32 // in the taken table
-	req  core.Submitted
-	done bool // its last response call was made: req is freed
-	gone atomic.Bool
-	body chan []byte // a body read's answer; nil bytes: unreadable
-}
+// Respond is never called: the engine answers over the wire.
+func (c *child) Respond(uintptr, core.Response, core.Delivery) bool { return false }
 
-func (c *child) serve(r *reader) error {
-	var b core.RequestBuffer
-	for {
-		kind, id, p, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch kind {
-		case kindSubmit:
-			c.submit(id, p, &b)
-		case kindCancel:
-			withdrawn := byte(0)
-			if cr := c.lookup(id); cr != nil {
-				cr.mu.Lock()
-				if !cr.done && cr.req != nil && cr.req.Cancel() {
-					withdrawn = 1
-				}
-				cr.mu.Unlock()
-			}
-			c.link.post(kindCancelled, id, []byte{withdrawn})
-		case kindBody:
-			if cr := c.lookup(id); cr != nil && len(p) >= 8 {
-				var chunk []byte
-				if int64(binary.LittleEndian.Uint64(p)) >= 0 {
-					chunk = append(make([]byte, 0, len(p)-8+1), p[8:]...)
-				}
-				cr.body <- chunk
-			}
-		case kindStoreReply:
-			c.mu.Lock()
-			ch := c.stores[id]
-			delete(c.stores, id)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- append([]byte(nil), p...)
-			}
-		case kindClientGone:
-			if cr := c.lookup(id); cr != nil {
-				cr.gone.Store(true)
-				cr.mu.Lock()
-				if !cr.done && cr.req != nil {
-					cr.req.ClientGone()
-				}
-				cr.mu.Unlock()
-			}
-		case kindCall:
-			call := append([]byte(nil), p...)
-			go c.call(id, call)
-		default:
-			return fmt.Errorf("unknown frame kind %d", kind)
-		}
-	}
-}
-
-func (c *child) lookup(handle uint64) *childRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.requests[handle]
-}
-
-func (c *child) forget(handle uint64) {
-	c.mu.Lock()
-	delete(c.requests, handle)
-	c.mu.Unlock()
-}
-
-// submit hands a request to the engine. Its state exists before the core has it: a
-// PHP thread may answer it before Submit returns.
-func (c *child) submit(handle uint64, p []byte, b *core.RequestBuffer) {
-	e := c.engine.Load()
-	pool, flags, err := unpackSubmit(p, b)
-	rc := core.ErrInvalid
-	if e == nil {
-		rc = core.ErrStopped
-	}
-	if err == nil && e != nil {
-		cr := &childRequest{body: make(chan []byte, 1), slot: submitSlot(p)}
-		c.mu.Lock()
-		c.requests[handle] = cr
-		c.mu.Unlock()
-		cr.mu.Lock()
-		cr.req, rc = e.SubmitMarked(pool, b, flags, uintptr(handle), c.taken.word(cr.slot))
-		cr.mu.Unlock()
-		if rc == core.OK {
-			return
-		}
-		c.forget(handle)
-	}
-	var code [4]byte
-	binary.LittleEndian.PutUint32(code[:], uint32(rc))
-	c.link.post(kindSubmitFailed, handle, code[:])
-}
-
-// Respond sends response data to the Caddy process, which never waits on the client
-// for it; false once the Caddy process said the client is gone.
-func (c *child) Respond(handle uintptr, resp core.Response, from core.Delivery) bool {
-	cr := c.lookup(uint64(handle))
-	if resp.Flags&core.ResponseDone != 0 && cr != nil {
-		cr.mu.Lock()
-		cr.done = true
-		cr.mu.Unlock()
-		c.forget(uint64(handle))
-	}
-	// One PHP write can be any size (readfile() writes a whole file at once): the body
-	// crosses in pieces, each queued behind the link's bound on what waits for the
-	// writer, so this PHP thread goes at the wire's pace and no frame is past maxFrame.
-	// The status, the headers and the thread go with the first piece, the flags (DONE,
-	// a flush) with the last.
-	for len(resp.Body) > respondPiece {
-		first := resp
-		first.Body, first.Flags = resp.Body[:respondPiece], 0
-		if !c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &first) }) {
-			return c.respondRefused(handle, resp)
-		}
-		resp.Status, resp.Headers, resp.Thread, resp.Queued = 0, nil, -1, 0
-		resp.Body = resp.Body[respondPiece:]
-		if cr != nil && cr.gone.Load() {
-			resp.Body = nil // nobody reads the rest; the flags still go
-		}
-	}
-	if !c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &resp) }) {
-		return c.respondRefused(handle, resp)
-	}
-	return cr == nil || !cr.gone.Load()
-}
-
-// respondPiece is the largest body a response frame carries.
-const respondPiece = 1 << 20
-
-// respondRefused handles a response frame the link did not take: false when the link is
-// closed (the Caddy process answers for a child it lost). Otherwise the frame was past
-// maxFrame, which only headers of tens of MiB can make: the request still ends, as a
-// 500 if nothing left yet.
-func (c *child) respondRefused(handle uintptr, resp core.Response) bool {
-	if c.link.isClosed() {
-		return false
-	}
-	c.Logger(handle).Error("a response part is too large to cross to the Caddy process; the response ends here",
-		zap.Int("headers", len(resp.Headers)), zap.Int("limit", maxFrame))
-	end := core.Response{Flags: resp.Flags & core.ResponseDone, Thread: -1}
-	if resp.Status != 0 {
-		end.Status = 500
-	}
-	c.link.sendWith(kindRespond, uint64(handle), true, func(dst []byte) []byte { return packRespond(dst, &end) })
-	return false
-}
-
-// ReadBody asks the Caddy process for body bytes and waits for them.
-func (c *child) ReadBody(handle uintptr, buf []byte) int {
-	cr := c.lookup(uint64(handle))
-	if cr == nil {
-		return -1
-	}
-	var want [4]byte
-	// The answer carries an 8-byte count before the bytes.
-	binary.LittleEndian.PutUint32(want[:], uint32(min(len(buf), maxFrame-8)))
-	if !c.link.send(kindReadBody, uint64(handle), want[:]) {
-		return -1
-	}
-	chunk := <-cr.body
-	if chunk == nil {
-		return -1
-	}
-	return copy(buf, chunk)
-}
-
-// SharedStore runs a shared table operation in the Caddy process, which keeps the one
-// table of every child, and waits for its reply (on a PHP thread: the table answers
-// at once, from memory).
-func (c *child) SharedStore(request []byte) ([]byte, bool) {
-	ch := make(chan []byte, 1)
-	c.mu.Lock()
-	c.nextStore++
-	id := c.nextStore
-	c.stores[id] = ch
-	c.mu.Unlock()
-	if len(request) > maxFrame {
-		// One frame carries the operation; in one process the table takes values up to
-		// its capacity, here up to the wire's frame.
-		c.Logger(0).Warn("a shared table value is too large to cross to the Caddy process; the write fails",
-			zap.Int("bytes", len(request)), zap.Int("limit", maxFrame))
-	}
-	if len(request) > maxFrame || !c.link.send(kindStore, id, request) {
-		c.mu.Lock()
-		delete(c.stores, id)
-		c.mu.Unlock()
-		return nil, false
-	}
-	reply, ok := <-ch
-	return reply, ok && reply != nil
-}
+// ReadBody is never called: the engine reads bodies over the wire.
+func (c *child) ReadBody(uintptr, []byte) int { return -1 }
 
 // Logger forwards the engine's log lines to the Caddy process's log.
 func (c *child) Logger(handle uintptr) *zap.Logger {
 	return zap.New(&forwardCore{c: c, handle: uint64(handle)})
 }
 
-var _ core.SharedStoreHost = (*child)(nil)
+var _ core.Host = (*child)(nil)
 
 // forwardCore is a zap core that sends each line over the wire: level, message and
 // the fields as a JSON object, which the Caddy process logs as the core's own lines.
@@ -327,7 +116,7 @@ func (f *forwardCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if err != nil || len(raw) > maxLogPart {
 		raw = nil
 	}
-	f.c.link.send(kindLog, f.handle, packLog(int8(e.Level), cutLogMessage(e.Message), raw))
+	f.c.wire.Send(core.WireLog, f.handle, packLog(int8(e.Level), cutLogMessage(e.Message), raw))
 	return nil
 }
 
@@ -414,7 +203,7 @@ func (c *child) call(id uint64, raw []byte) {
 		out, _ = json.Marshal(reply{Error: fmt.Sprintf("the %s reply is %d bytes, past the %d bytes a PHP process can send back",
 			req.Op, len(out), maxFrame)})
 	}
-	c.link.send(kindReply, id, out)
+	c.wire.Send(core.WireReply, id, out)
 }
 
 var errNoEngine = errors.New("PHP is not running in this process")
@@ -432,6 +221,7 @@ func (c *child) run(req *call) (any, error) {
 				"the binary was replaced since the server started (an upgrade?); restart the server", own, req.Build)
 		}
 		c.debug.Store(req.Debug)
+		c.wire.SetDebug(req.Debug)
 		core.ConfigureStores(req.Shared, req.Local)
 		e, err := core.NewEngine(req.Settings)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 
 var errShort = errors.New("a truncated frame")
 
-const submitHead = 32
+const submitHead = core.WireSubmitHead
 
 // packSubmit is a submission's payload: pool, flags, env pairs, body length, content
 // length, span count, the slot in the child's taken table (taken.go), then the spans and
@@ -80,7 +80,7 @@ func unpackSubmit(p []byte, b *core.RequestBuffer) (pool, flags uint32, err erro
 	return pool, flags, nil
 }
 
-const respondHead = 40
+const respondHead = core.WireRespondHead
 
 // packRespond is a response call's payload: its numbers, its headers as (name length,
 // value length, name, value), then the body.

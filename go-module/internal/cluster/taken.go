@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
 )
 
 // takenTable tells the Caddy process which of a child's requests a PHP thread took. It
@@ -28,10 +30,10 @@ type takenTable struct {
 
 // takenSlots is how many requests a child can hold with a slot. A request past it has
 // none: it counts as taken, so it is answered 502 rather than run twice.
-const takenSlots = 1 << 16
+const takenSlots = core.WireTakenSlots
 
 // noSlot marks a request without a slot.
-const noSlot = ^uint32(0)
+const noSlot = core.WireNoSlot
 
 // takenFD is the table's descriptor in a child.
 const takenFD = 4

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
 )
 
 // The wire between the Caddy process and a child: one Unix stream socket, frames of a
@@ -22,34 +24,37 @@ import (
 // write(2), so the hand-over costs a fraction of a system call per request; an idle
 // link costs one goroutine wake-up.
 
+// The kinds of frames, and the layouts of their payloads, are the core's
+// (PHP_WORKER_WIRE_* in php_worker.h): a child's request path is served by the core.
+
 // The kinds of frames from the Caddy process to a child.
 const (
-	kindCall       uint8 = iota + 1 // id: the call; JSON call
-	kindSubmit                      // id: the request's handle; packed submission
-	kindCancel                      // id: the handle; empty
-	kindBody                        // id: the handle; 8-byte count (-1: unreadable), bytes
-	kindClientGone                  // id: the handle; empty
-	kindStoreReply                  // id: the operation; encoded shared table reply
+	kindCall       = core.WireCall       // id: the call; JSON call
+	kindSubmit     = core.WireSubmit     // id: the request's handle; packed submission
+	kindCancel     = core.WireCancel     // id: the handle; empty
+	kindBody       = core.WireBody       // id: the handle; 8-byte count (-1: unreadable), bytes
+	kindClientGone = core.WireClientGone // id: the handle; empty
+	kindStoreReply = core.WireStoreReply // id: the operation; encoded shared table reply
 )
 
 // The kinds of frames from a child to the Caddy process.
 const (
-	kindReply        uint8 = iota + 64 // id: the call; JSON reply
-	kindRespond                        // id: the handle; packed response
-	kindReadBody                       // id: the handle; 4-byte count wanted
-	kindLog                            // id: the handle or 0; packed line
-	kindSubmitFailed                   // id: the handle; 4-byte core code
-	kindCancelled                      // id: the handle; 1 byte, 1 when withdrawn
-	kindStore                          // id: the operation; encoded shared table operation
+	kindReply        = core.WireReply        // id: the call; JSON reply
+	kindRespond      = core.WireRespond      // id: the handle; packed response
+	kindReadBody     = core.WireReadBody     // id: the handle; 4-byte count wanted
+	kindLog          = core.WireLog          // id: the handle or 0; packed line
+	kindSubmitFailed = core.WireSubmitFailed // id: the handle; 4-byte core code
+	kindCancelled    = core.WireCancelled    // id: the handle; 1 byte, 1 when withdrawn
+	kindStore        = core.WireStore        // id: the operation; encoded shared table operation
 )
 
-const headLen = 16
+const headLen = core.WireHead
 
 // maxFrame bounds a frame's payload. The senders keep to it: response bodies cross in
-// pieces of at most respondPiece, log lines are cut, and shared table values and call
-// replies past it are refused; a frame past it is never queued, so the peer never sees
-// one (its reader ends the wire on one).
-const maxFrame = 64 << 20
+// pieces, log lines are cut, and shared table values and call replies past it are
+// refused; a frame past it is never queued, so the peer never sees one (its reader ends
+// the wire on one).
+const maxFrame = core.WireMaxFrame
 
 // pendingLimit is how many bytes a link buffers before senders wait for the writer.
 const pendingLimit = 4 << 20

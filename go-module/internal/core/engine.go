@@ -114,7 +114,8 @@ func coreError(err *C.php_worker_error_t) error {
 var errEngineStopped = errors.New("the PHP engine is stopped")
 
 // withCompletions is the JSON of php_worker_engine_new: the caller's settings (a JSON
-// object) with the completion queue on, which the engine's delivering goroutine serves.
+// object) with the completion queue on, which the engine's delivering goroutine serves,
+// and, in a child process, the wire (OpenWire) in its place.
 func withCompletions(settings []byte) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(settings, &fields); err != nil {
@@ -124,6 +125,9 @@ func withCompletions(settings []byte) ([]byte, error) {
 		fields = map[string]json.RawMessage{}
 	}
 	fields["completions"] = json.RawMessage("true")
+	if wireOpen.Load() {
+		fields["wire"] = json.RawMessage("true")
+	}
 	return json.Marshal(fields)
 }
 

@@ -231,3 +231,72 @@ pub struct JobOutcome {
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
 }
+
+// ---- the wire of a child process ------------------------------------------------------
+//
+// php_worker's child processes (`processes N`) talk to the Caddy process over one Unix
+// stream socket. The Caddy process's side is Go (go-module/internal/cluster); a child's
+// request path is the core's (php_worker_wire_open()), its control calls Go's. Both
+// sides take the frame kinds and layouts from here.
+//
+// A frame is a 16-byte head, then its payload: payload length u32, kind u8, 3 bytes of
+// padding, an id u64 (a request's handle, a call's or a shared table operation's id),
+// little-endian like every number below.
+//
+// Payloads:
+//   SUBMIT       pool u32, flags u32, env pairs u32, body length u32, content length
+//                i64, span count u32, taken slot u32 (0xffffffff: none), the spans (u32
+//                each), then the strings of php_worker_request_submit();
+//   BODY         count i64 (-1: the body cannot be read), then the bytes;
+//   RESPOND      status i32, flags u32, refusal u32, retry after (ms) u32, thread i32,
+//                queued (µs) u64, header count u32, body length u32, 4 bytes of padding,
+//                then per header: name length u32, value length u32, name, value; then
+//                the body;
+//   READ_BODY    the count wanted, u32;
+//   LOG          level i8 (zap's: -1 debug, 0 info, 1 warn, 2 error), message length
+//                u32, the message, then the fields (empty or a JSON object);
+//   SUBMIT_FAILED a PHP_WORKER_ERR_* code, u32;
+//   CANCELLED    one byte: 1 when the request was withdrawn;
+//   CALL, REPLY  JSON; STORE, STORE_REPLY: a shared table operation and its reply;
+//   CANCEL, CLIENT_GONE: empty.
+
+/// Bytes in a frame's head.
+pub const PHP_WORKER_WIRE_HEAD: usize = 16;
+/// The largest payload a frame may carry; a reader ends the wire at a larger one.
+pub const PHP_WORKER_WIRE_MAX_FRAME: u32 = 64 << 20;
+/// Bytes in a SUBMIT payload's fixed head.
+pub const PHP_WORKER_WIRE_SUBMIT_HEAD: usize = 32;
+/// Bytes in a RESPOND payload's fixed head.
+pub const PHP_WORKER_WIRE_RESPOND_HEAD: usize = 40;
+/// No slot in the taken table.
+pub const PHP_WORKER_WIRE_NO_SLOT: u32 = 0xffff_ffff;
+/// Slots in a child's taken table: a shared mapping of this many u64 words.
+pub const PHP_WORKER_WIRE_TAKEN_SLOTS: u32 = 1 << 16;
+
+/// Frame kind, Caddy process to child: a control call (JSON).
+pub const PHP_WORKER_WIRE_CALL: u8 = 1;
+/// Frame kind, Caddy process to child: a request.
+pub const PHP_WORKER_WIRE_SUBMIT: u8 = 2;
+/// Frame kind, Caddy process to child: withdraw the request if it has not started.
+pub const PHP_WORKER_WIRE_CANCEL: u8 = 3;
+/// Frame kind, Caddy process to child: body bytes a READ_BODY asked for.
+pub const PHP_WORKER_WIRE_BODY: u8 = 4;
+/// Frame kind, Caddy process to child: the request's client left.
+pub const PHP_WORKER_WIRE_CLIENT_GONE: u8 = 5;
+/// Frame kind, Caddy process to child: a shared table operation's reply.
+pub const PHP_WORKER_WIRE_STORE_REPLY: u8 = 6;
+
+/// Frame kind, child to Caddy process: a control call's reply (JSON).
+pub const PHP_WORKER_WIRE_REPLY: u8 = 64;
+/// Frame kind, child to Caddy process: response data (a `respond` call).
+pub const PHP_WORKER_WIRE_RESPOND: u8 = 65;
+/// Frame kind, child to Caddy process: a `read_body` call.
+pub const PHP_WORKER_WIRE_READ_BODY: u8 = 66;
+/// Frame kind, child to Caddy process: a log line.
+pub const PHP_WORKER_WIRE_LOG: u8 = 67;
+/// Frame kind, child to Caddy process: a submission failed.
+pub const PHP_WORKER_WIRE_SUBMIT_FAILED: u8 = 68;
+/// Frame kind, child to Caddy process: a CANCEL's verdict.
+pub const PHP_WORKER_WIRE_CANCELLED: u8 = 69;
+/// Frame kind, child to Caddy process: a shared table operation.
+pub const PHP_WORKER_WIRE_STORE: u8 = 70;

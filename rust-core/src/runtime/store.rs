@@ -8,11 +8,12 @@
 //! because decoding an object can run PHP code that uses the stores again.
 
 use std::ffi::c_char;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::info::since_epoch;
 use super::thread::try_with_thread;
-use crate::host::{Level, log_unattached};
+use crate::host::{Level, RemoteHost, log_unattached, with_thread_host};
 use crate::php::guard::guard;
 use crate::store::shared::SHARED;
 use crate::store::table::{NotIncremented, Stored, Value};
@@ -76,11 +77,22 @@ pub fn set_remote(f: Option<RemoteFn>) {
     REMOTE.store(f.map_or(0, |f| f as usize), Ordering::Release);
 }
 
-fn remote() -> Option<RemoteFn> {
+/// Where the shared table of another process is reached.
+enum Remote {
+    /// The host's `shared_store` callback.
+    Callback(RemoteFn),
+    /// The calling thread's host in another process (a child's wire).
+    Host(Arc<dyn RemoteHost>),
+}
+
+fn remote() -> Option<Remote> {
+    if let Some(host) = with_thread_host(|h| h.remote().cloned()).flatten() {
+        return Some(Remote::Host(host));
+    }
     match REMOTE.load(Ordering::Acquire) {
         0 => None,
         // SAFETY: a non-zero value is a RemoteFn stored by set_remote.
-        addr => Some(unsafe { std::mem::transmute::<usize, RemoteFn>(addr) }),
+        addr => Some(Remote::Callback(unsafe { std::mem::transmute::<usize, RemoteFn>(addr) })),
     }
 }
 
@@ -127,8 +139,12 @@ fn decode_reply(b: &[u8]) -> Option<Reply> {
 }
 
 /// Sends an operation to the host's table; None when it cannot be reached.
-fn call_remote(f: RemoteFn, op: u8, key: &[u8], kind: i32, integer: i64, ttl: i64, data: &[u8]) -> Option<Reply> {
+fn call_remote(f: Remote, op: u8, key: &[u8], kind: i32, integer: i64, ttl: i64, data: &[u8]) -> Option<Reply> {
     let request = encode_op(op, key, kind, integer, ttl, data);
+    let f = match f {
+        Remote::Host(host) => return decode_reply(&host.shared_store(&request)?),
+        Remote::Callback(f) => f,
+    };
     let mut reply: *mut u8 = std::ptr::null_mut();
     let mut len = 0usize;
     // SAFETY: the callback's contract (php_worker_callbacks_t.shared_store): it reads
