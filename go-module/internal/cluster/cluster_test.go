@@ -555,9 +555,10 @@ func TestAWithdrawWaitingForItsVerdictDoesNotBlockTheReadLoop(t *testing.T) {
 // wait for a verdict behind the blocked read loop, and every request of the child, its
 // pings too, would wait for ever (seen under load with the child's core-served wire,
 // whose answers overtake the cancel's registration). The withdraw is refused at once,
-// for a last piece (DONE) as for a flush.
+// for a last piece (DONE), a flush, and a submission the child refused.
 func TestAWithdrawAfterItsRequestAnsweredDoesNotWaitForTheChild(t *testing.T) {
-	for _, flags := range []uint32{core.ResponseDone, core.ResponseFlush} {
+	const submitFailed = 0 // the case of a refused submission
+	for _, flags := range []uint32{core.ResponseDone, core.ResponseFlush, submitFailed} {
 		host, p, theirs := procOnASocket(t)
 		child := newLink(theirs)
 		cancels := make(chan struct{}, 1)
@@ -575,9 +576,13 @@ func TestAWithdrawAfterItsRequestAnsweredDoesNotWaitForTheChild(t *testing.T) {
 			}
 		}()
 		host.mu.Lock() // the request's lock: its withdraw begins
-		child.sendWith(kindRespond, 7, true, func(dst []byte) []byte {
-			return packRespond(dst, &core.Response{Status: 200, Flags: flags, Thread: 1})
-		})
+		if flags == submitFailed {
+			child.send(kindSubmitFailed, 7, []byte{byte(core.ErrQueueFull), 0, 0, 0})
+		} else {
+			child.sendWith(kindRespond, 7, true, func(dst []byte) []byte {
+				return packRespond(dst, &core.Response{Status: 200, Flags: flags, Thread: 1})
+			})
+		}
 		// The read loop took the frame and waits for the request's lock.
 		deadline := time.Now().Add(5 * time.Second)
 		for {

@@ -474,7 +474,7 @@ func (p *proc) readLoop(r *reader) {
 			}
 			log.Log(level, msg, zf...)
 		case kindSubmitFailed:
-			p.answerCancel(id, false) // the refusal answers the client
+			p.respondedTo(id, false) // the refusal answers the client
 			if len(payload) >= 4 && p.finish(id) {
 				code := core.Code(int32(binary.LittleEndian.Uint32(payload)))
 				host.Respond(uintptr(id), core.Response{Flags: core.ResponseDone | core.ResponseRefused,
