@@ -25,11 +25,28 @@ import (
 )
 
 // Engine is PHP as the runtime drives it: an engine in this process (core.Engine), or
-// engines in supervised child processes (cluster.Cluster, for processes above 1).
+// engines in supervised child processes (cluster.Cluster, for processes above 1). It has
+// two sides: the request path, which every request takes, and the control, which
+// reloads, the admin API, probes and metrics use.
 type Engine interface {
+	RequestPath
+	Control
+}
+
+// RequestPath is what a request needs of the engine: called on every request, from
+// handler goroutines, it takes no lock a control call holds for long.
+type RequestPath interface {
+	// Stopping says the engine takes no new requests.
 	Stopping() bool
-	MarkStopping()
 	PostMaxSize() int64
+	Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code)
+	PoolWaiting(pool uint32) int
+}
+
+// Control changes the engine and reads its state: its pools, threads, limits and
+// settings, its snapshot and profile, its jobs and its end.
+type Control interface {
+	MarkStopping()
 	Shutdown(grace time.Duration)
 	NewPool(id uint32, spec []byte) error
 	ResizeClassic(threads int) error
@@ -44,8 +61,6 @@ type Engine interface {
 	Stats() (*core.Stats, error)
 	ProfileStart(hz int, cpu bool) error
 	ProfileStop() ([]byte, error)
-	Submit(pool uint32, b *core.RequestBuffer, flags uint32, handle uintptr) (core.Submitted, core.Code)
-	PoolWaiting(pool uint32) int
 	RunJob(spec []byte) (core.JobOutcome, error)
 }
 
@@ -172,6 +187,15 @@ func (r *engineRef) get() Engine {
 		return nil
 	}
 	return r.Engine
+}
+
+// requestPath is the running engine's request path, or nil: what Submit, PoolWaiting
+// and PostMaxSize use, on every request.
+func (rt *Runtime) requestPath() RequestPath {
+	if e := rt.engine.Load().get(); e != nil {
+		return e
+	}
+	return nil
 }
 
 // sameEngine tells whether an engine started for the running one's plan would run
@@ -440,7 +464,7 @@ func (rt *Runtime) boot(p *Plan) error {
 
 // PostMaxSize is the running PHP's post_max_size in bytes (0: none, or no PHP).
 func (rt *Runtime) PostMaxSize() int64 {
-	if e := rt.engine.Load().get(); e != nil {
+	if e := rt.requestPath(); e != nil {
 		return e.PostMaxSize()
 	}
 	return 0
@@ -594,7 +618,7 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 	var timeout <-chan time.Time
 	for {
 		changes := rt.changes()
-		if e := rt.engine.Load().get(); e != nil && !e.Stopping() {
+		if e := rt.requestPath(); e != nil && !e.Stopping() {
 			at := time.Now()
 			req, rc := e.Submit(id, b, flags, handle)
 			if rc != core.ErrStopped && rc != core.ErrUnknownPool {
@@ -622,7 +646,7 @@ func (rt *Runtime) Submit(ctx context.Context, wait time.Duration, pool *Pool, b
 // PoolWaiting is how many threads of a pool (nil: the classic pool) wait for a request
 // now.
 func (rt *Runtime) PoolWaiting(pool *Pool) int {
-	e := rt.engine.Load().get()
+	e := rt.requestPath()
 	if e == nil {
 		return 0
 	}
