@@ -13,6 +13,8 @@
 #   PHP_WORKER_PHP_PGO=1 scripts/build-php.sh              with profile-guided optimisation
 #                                                          (cached apart; see below)
 #   PHP_WORKER_PHP_MARCH=x86-64-v2 scripts/build-php.sh    for a higher CPU level (cached apart)
+#   PHP_WORKER_PHP_OPT=1 scripts/build-php.sh              GCC's -O1 instead of -O2: a faster build
+#                                                          of a slower PHP (cached apart), for tests
 #   PHP_WORKER_TARGET=arm64 scripts/build-php.sh           PHP 8.4 for aarch64, cross-built (cached apart;
 #                                                          see scripts/build-arm64.sh)
 #   PHP_WORKER_REQUIRE_CURRENT_PHP=1 scripts/build-php.sh  fails, instead of warning, when PHP is
@@ -215,8 +217,12 @@ arm64)
 esac
 
 # Without debug information (PHP's default CFLAGS are "-g -O2"): it costs a third of the
-# compile time; symbols stay, for a backtrace.
-compile_flags="-O2"
+# compile time; symbols stay, for a backtrace. PHP_WORKER_PHP_OPT=1 builds at -O1, which
+# tests/run.sh uses for its PHP 8.2 stage: that build is on the test command's critical
+# path on a fresh machine, and what it checks is behaviour, not speed.
+opt=${PHP_WORKER_PHP_OPT:-2}
+case $opt in 1 | 2) ;; *) log "PHP_WORKER_PHP_OPT must be 1 or 2"; exit 2 ;; esac
+compile_flags="-O$opt"
 
 # PHP_WORKER_PHP_MARCH=x86-64-v2 (or any GCC -march level) builds for that CPU level instead
 # of GCC's default, plain x86-64. The flag is hashed, so each level is cached apart.
