@@ -179,7 +179,7 @@ pub unsafe extern "C" fn php_worker_engine_delete(engine: *mut EngineHandle) {
         let _ = catch_unwind(AssertUnwindSafe(move || {
             // The wire's reader lets go of it first, so the engine stops here.
             if let Some(wire) = crate::wire::current() {
-                wire.detach();
+                wire.detach(&handle.engine);
             }
             drop(handle)
         }));

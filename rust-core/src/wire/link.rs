@@ -6,9 +6,15 @@
 //! progress, waits for a write that carries its frame. Under load many frames leave in
 //! one write(2) (group commit), and no thread ever writes for others more than once
 //! after its own frame left: a script's thread is never kept writing for others.
+//!
+//! The reader thread posts instead ([`Link::post`]): it must never wait on the Caddy
+//! process, which may be waiting for it to read (a withdraw holds a request's lock
+//! while its CANCEL waits to be written to us; the Caddy process's read loop may wait
+//! for that lock). A posted frame is queued past the bound on what waits, and a
+//! flusher thread of the link's own writes it when no sender is writing.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::abi::types::{PHP_WORKER_WIRE_HEAD, PHP_WORKER_WIRE_MAX_FRAME};
 
@@ -20,9 +26,13 @@ const PENDING_LIMIT: usize = 4 << 20;
 const KEEP_SPARE: usize = 1 << 20;
 
 pub struct Link {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     fd: OwnedFd,
     out: Mutex<Out>,
-    /// Signalled when a write ends or the link closes.
+    /// Signalled when a write ends, a frame is posted, or the link closes.
     written: Condvar,
 }
 
@@ -46,24 +56,82 @@ pub enum Refused {
 }
 
 impl Link {
-    pub fn new(fd: OwnedFd) -> Link {
-        Link {
+    /// A link on `fd`, with its flusher thread (which ends when the link closes).
+    pub fn new(fd: OwnedFd) -> std::io::Result<Link> {
+        let shared = Arc::new(Shared {
             fd,
             out: Mutex::new(Out { pending: Vec::new(), spare: Vec::new(), queued: 0, sent: 0, writing: false, closed: false }),
             written: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Out> {
-        self.out.lock().unwrap_or_else(|e| e.into_inner())
+        });
+        let flushing = shared.clone();
+        std::thread::Builder::new().name("php_worker wire writer".into()).spawn(move || {
+            crate::host::block_host_signals();
+            flushing.flush_posts();
+        })?;
+        Ok(Link { shared })
     }
 
     /// Sends one frame whose payload `fill` appends, and returns once it was written.
     pub fn send(&self, kind: u8, id: u64, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), Refused> {
-        let mut out = self.lock();
+        let sh = &self.shared;
+        let mut out = sh.lock();
         while out.pending.len() > PENDING_LIMIT && !out.closed {
-            out = self.written.wait(out).unwrap_or_else(|e| e.into_inner());
+            out = sh.written.wait(out).unwrap_or_else(|e| e.into_inner());
         }
+        let mine = sh.append(&mut out, kind, id, fill)?;
+        loop {
+            if out.sent >= mine {
+                return Ok(());
+            }
+            if out.closed {
+                return Err(Refused::Closed);
+            }
+            if !out.writing {
+                out = sh.write_batch(out);
+                continue;
+            }
+            out = sh.written.wait(out).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Queues one frame and returns at once, whatever the socket's state: the flusher
+    /// thread writes it unless a sender's write takes it first.
+    pub fn post(&self, kind: u8, id: u64, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), Refused> {
+        let sh = &self.shared;
+        let mut out = sh.lock();
+        sh.append(&mut out, kind, id, fill)?;
+        sh.written.notify_all();
+        Ok(())
+    }
+
+    /// Whether the link ended.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().closed
+    }
+
+    /// Ends the link for senders: queued frames are dropped, and every sender gets
+    /// [`Refused::Closed`].
+    pub fn close(&self) {
+        let mut out = self.shared.lock();
+        out.closed = true;
+        out.pending = Vec::new();
+        self.shared.written.notify_all();
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.close(); // the flusher ends, and with it the last reference to the socket
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Out> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends a frame; its number in the queue.
+    fn append(&self, out: &mut Out, kind: u8, id: u64, fill: impl FnOnce(&mut Vec<u8>)) -> Result<u64, Refused> {
         if out.closed {
             return Err(Refused::Closed);
         }
@@ -80,19 +148,18 @@ impl Link {
         }
         out.pending[at..at + 4].copy_from_slice(&(n as u32).to_le_bytes());
         out.queued += 1;
-        let mine = out.queued;
-        loop {
-            if out.sent >= mine {
-                return Ok(());
-            }
-            if out.closed {
-                return Err(Refused::Closed);
-            }
-            if !out.writing {
-                out = self.write_batch(out);
+        Ok(out.queued)
+    }
+
+    /// The flusher: writes what is queued whenever nobody writes, until the link closes.
+    fn flush_posts(&self) {
+        let mut out = self.lock();
+        while !out.closed {
+            if out.pending.is_empty() || out.writing {
+                out = self.written.wait(out).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
-            out = self.written.wait(out).unwrap_or_else(|e| e.into_inner());
+            out = self.write_batch(out);
         }
     }
 
@@ -110,30 +177,16 @@ impl Link {
             // The batch's senders learn it from `closed`: their frames did not leave.
             out.closed = true;
             out.pending = Vec::new();
-        } else if batch.capacity() <= KEEP_SPARE {
-            let mut batch = batch;
-            batch.clear();
-            out.spare = batch;
-        }
-        if ok {
+        } else {
             out.sent = last;
+            if batch.capacity() <= KEEP_SPARE {
+                let mut batch = batch;
+                batch.clear();
+                out.spare = batch;
+            }
         }
         self.written.notify_all();
         out
-    }
-
-    /// Whether the link ended.
-    pub fn is_closed(&self) -> bool {
-        self.lock().closed
-    }
-
-    /// Ends the link for senders: queued frames are dropped, and every sender gets
-    /// [`Refused::Closed`].
-    pub fn close(&self) {
-        let mut out = self.lock();
-        out.closed = true;
-        out.pending = Vec::new();
-        self.written.notify_all();
     }
 }
 
@@ -158,7 +211,6 @@ pub(crate) mod tests {
     use super::*;
     use std::io::Read;
     use std::os::fd::FromRawFd;
-    use std::sync::Arc;
 
     pub(crate) fn socket_pair() -> (OwnedFd, std::fs::File) {
         let mut fds = [0; 2];
@@ -182,7 +234,7 @@ pub(crate) mod tests {
     #[test]
     fn frames_from_many_threads_arrive_whole() {
         let (ours, mut theirs) = socket_pair();
-        let link = Arc::new(Link::new(ours));
+        let link = Arc::new(Link::new(ours).unwrap());
         let senders: Vec<_> = (0..8u64)
             .map(|t| {
                 let link = link.clone();
@@ -217,9 +269,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_post_never_waits_for_the_peer() {
+        let (ours, mut theirs) = socket_pair();
+        let link = Link::new(ours).unwrap();
+        // Ten MiB against a socket nobody reads yet (it holds a few hundred KiB): every
+        // post returns, as the reader thread's must while the peer waits for it.
+        for id in 0..100u64 {
+            link.post(69, id, |dst| dst.resize(dst.len() + (100 << 10), id as u8)).unwrap();
+        }
+        let reader = std::thread::spawn(move || {
+            let mut all = vec![0u8; 100 * (16 + (100 << 10))];
+            theirs.read_exact(&mut all).unwrap();
+            all
+        });
+        let got = frames(&reader.join().unwrap());
+        assert_eq!(got.len(), 100, "the writer thread wrote every posted frame");
+        assert!(got.iter().enumerate().all(|(i, (kind, id, p))| *kind == 69 && *id == i as u64 && p.len() == 100 << 10));
+    }
+
+    #[test]
     fn a_frame_past_the_limit_is_refused_and_the_link_goes_on() {
         let (ours, mut theirs) = socket_pair();
-        let link = Link::new(ours);
+        let link = Link::new(ours).unwrap();
         let big = PHP_WORKER_WIRE_MAX_FRAME as usize + 1;
         assert_eq!(link.send(67, 1, |dst| dst.resize(dst.len() + big, 0)), Err(Refused::TooLarge));
         link.send(67, 2, |dst| dst.extend_from_slice(b"after")).unwrap();
@@ -232,7 +303,7 @@ pub(crate) mod tests {
     #[test]
     fn a_closed_link_refuses_and_a_dead_peer_closes_it() {
         let (ours, theirs) = socket_pair();
-        let link = Link::new(ours);
+        let link = Link::new(ours).unwrap();
         drop(theirs);
         assert_eq!(link.send(65, 1, |_| {}), Err(Refused::Closed), "the peer is gone: the write fails");
         assert!(link.is_closed());

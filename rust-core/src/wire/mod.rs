@@ -119,7 +119,7 @@ impl Wire {
             return Err(startup("eventfd", std::io::Error::last_os_error()));
         }
         let wire = Wire {
-            link: Link::new(socket),
+            link: Link::new(socket).map_err(|e| startup("its writer thread", e))?,
             taken,
             requests: Mutex::default(),
             stores: Mutex::default(),
@@ -142,7 +142,7 @@ impl Wire {
                 block_host_signals();
                 let end = catch_unwind(AssertUnwindSafe(|| serving.serve(FrameReader::new(std::fs::File::from(reading)))));
                 if end.is_err() {
-                    serving.log(0, Level::Error, "the wire's reader failed (a panic); this PHP process ends", "");
+                    serving.post_log(Level::Error, "the wire's reader failed (a panic); this PHP process ends");
                 }
                 serving.end();
             })
@@ -155,10 +155,13 @@ impl Wire {
         *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Some(engine);
     }
 
-    /// Submissions fail from now on (PHP_WORKER_ERR_STOPPED). Returns once no submission
-    /// is in progress, so the engine may be dropped.
-    pub fn detach(&self) {
-        self.engine.write().unwrap_or_else(|e| e.into_inner()).take();
+    /// Submissions to `engine` fail from now on (PHP_WORKER_ERR_STOPPED). Returns once no
+    /// submission is in progress, so the engine may be dropped.
+    pub fn detach(&self, engine: &Arc<Engine>) {
+        let mut attached = self.engine.write().unwrap_or_else(|e| e.into_inner());
+        if attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, engine)) {
+            *attached = None;
+        }
     }
 
     pub fn set_debug(&self, on: bool) {
@@ -208,19 +211,19 @@ impl Wire {
                 Ok(frame) => frame,
                 Err(ReadEnd::Closed(_)) => return,
                 Err(ReadEnd::TooLarge(n)) => {
-                    self.log(0, Level::Error, &format!("the Caddy process sent a frame of {n} bytes, past the wire's limit; this PHP process ends"), "");
+                    self.post_log(Level::Error, &format!("the Caddy process sent a frame of {n} bytes, past the wire's limit; this PHP process ends"));
                     return;
                 }
             };
             match kind {
                 PHP_WORKER_WIRE_SUBMIT => {
                     if let Err(code) = self.submit(id, payload) {
-                        let _ = self.link.send(PHP_WORKER_WIRE_SUBMIT_FAILED, id, |d| d.extend_from_slice(&(code as u32).to_le_bytes()));
+                        let _ = self.link.post(PHP_WORKER_WIRE_SUBMIT_FAILED, id, |d| d.extend_from_slice(&(code as u32).to_le_bytes()));
                     }
                 }
                 PHP_WORKER_WIRE_CANCEL => {
                     let withdrawn = self.held(id).is_some_and(|h| h.state.cancel());
-                    let _ = self.link.send(PHP_WORKER_WIRE_CANCELLED, id, |d| d.push(u8::from(withdrawn)));
+                    let _ = self.link.post(PHP_WORKER_WIRE_CANCELLED, id, |d| d.push(u8::from(withdrawn)));
                 }
                 PHP_WORKER_WIRE_BODY => {
                     if let (Some(held), true) = (self.held(id), payload.len() >= 8) {
@@ -251,7 +254,7 @@ impl Wire {
                     }
                 }
                 _ => {
-                    self.log(0, Level::Error, &format!("the Caddy process sent a frame of unknown kind {kind}; this PHP process ends"), "");
+                    self.post_log(Level::Error, &format!("the Caddy process sent a frame of unknown kind {kind}; this PHP process ends"));
                     return;
                 }
             }
@@ -307,19 +310,20 @@ impl Wire {
         self.signal_calls();
     }
 
-    /// Sends one RESPOND frame; on a refusal, what the `respond` call returns.
-    fn respond_part(&self, handle: u64, part: &RespondPart<'_>) -> std::result::Result<(), bool> {
+    /// Sends one RESPOND frame of a response whose flags (DONE) are `flags`; on a
+    /// refusal, what the `respond` call returns, once nothing more may be sent of it.
+    fn respond_part(&self, handle: u64, part: &RespondPart<'_>, flags: u32) -> std::result::Result<(), bool> {
         match self.link.send(PHP_WORKER_WIRE_RESPOND, handle, |d| part.pack(d)) {
             Ok(()) => Ok(()),
             Err(Refused::Closed) => Err(false),
             Err(Refused::TooLarge) => {
                 // Only headers of tens of MiB make one: the request still ends, as a 500
-                // if nothing left yet.
+                // if nothing left yet, with the response's DONE.
                 self.log(handle as usize, Level::Error, "a response part is too large to cross to the Caddy process; the response ends here",
                     &format!("{{\"headers\":{},\"limit\":{}}}", part.headers.len(), PHP_WORKER_WIRE_MAX_FRAME));
                 let end = RespondPart {
                     status: if part.status != 0 { 500 } else { 0 },
-                    flags: part.flags & PHP_WORKER_RESPONSE_DONE,
+                    flags: flags & PHP_WORKER_RESPONSE_DONE,
                     refusal: 0,
                     retry_after_ms: 0,
                     thread: -1,
@@ -331,6 +335,33 @@ impl Wire {
                 Err(false)
             }
         }
+    }
+
+    /// A LOG frame: sent (the caller waits until it left) or, from the reader thread,
+    /// posted.
+    fn log_frame(&self, handle: usize, level: Level, message: &str, fields: &str, post: bool) {
+        if level == Level::Debug && !self.debug.load(Ordering::Relaxed) {
+            return;
+        }
+        let cut;
+        let message = if message.len() > MAX_LOG_PART {
+            let mut end = MAX_LOG_PART;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            cut = format!("{}… [{} bytes cut]", &message[..end], message.len() - end);
+            &cut
+        } else {
+            message
+        };
+        let fields = if fields.len() > MAX_LOG_PART { "" } else { fields };
+        let fill = |d: &mut Vec<u8>| pack_log(d, level, message, fields);
+        let _ = if post { self.link.post(PHP_WORKER_WIRE_LOG, handle as u64, fill) } else { self.link.send(PHP_WORKER_WIRE_LOG, handle as u64, fill) };
+    }
+
+    /// A log line of the reader thread's, which never waits on the Caddy process.
+    fn post_log(&self, level: Level, message: &str) {
+        self.log_frame(0, level, message, "", true);
     }
 }
 
@@ -357,20 +388,15 @@ impl RemoteHost for Wire {
         // a flush) with the last.
         while part.body.len() > RESPOND_PIECE {
             let first = RespondPart { flags: 0, body: &part.body[..RESPOND_PIECE], ..part };
-            if let Err(ret) = self.respond_part(handle, &first) {
-                if r.flags & PHP_WORKER_RESPONSE_DONE == 0 {
-                    return ret;
-                }
-                // The DONE must still go, or the Caddy process waits for it.
-                part.body = &[];
-                break;
+            if let Err(ret) = self.respond_part(handle, &first, r.flags) {
+                return ret;
             }
             part = RespondPart { status: 0, headers: &[], thread: -1, queued_us: 0, body: &part.body[RESPOND_PIECE..], ..part };
             if gone() {
                 part.body = &[]; // nobody reads the rest; the flags still go
             }
         }
-        if let Err(ret) = self.respond_part(handle, &part) {
+        if let Err(ret) = self.respond_part(handle, &part, r.flags) {
             return ret;
         }
         !gone()
@@ -388,22 +414,7 @@ impl RemoteHost for Wire {
     }
 
     fn log(&self, handle: usize, level: Level, message: &str, fields: &str) {
-        if level == Level::Debug && !self.debug.load(Ordering::Relaxed) {
-            return;
-        }
-        let cut;
-        let message = if message.len() > MAX_LOG_PART {
-            let mut end = MAX_LOG_PART;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            cut = format!("{}… [{} bytes cut]", &message[..end], message.len() - end);
-            &cut
-        } else {
-            message
-        };
-        let fields = if fields.len() > MAX_LOG_PART { "" } else { fields };
-        let _ = self.link.send(PHP_WORKER_WIRE_LOG, handle as u64, |d| pack_log(d, level, message, fields));
+        self.log_frame(handle, level, message, fields, false);
     }
 
     fn shared_store(&self, request: &[u8]) -> Option<Vec<u8>> {
@@ -565,6 +576,42 @@ mod tests {
             }
         }
         assert_eq!(got, body);
+    }
+
+    #[test]
+    fn a_response_whose_headers_cannot_cross_ends_once_with_a_500() {
+        let (w, mut caddy) = wire();
+        let value = vec![b'v'; PHP_WORKER_WIRE_MAX_FRAME as usize];
+        let header = Header { name: b"X-Big".as_ptr(), name_len: 5, value: value.as_ptr(), value_len: value.len() };
+        let body = vec![b'b'; 2 * RESPOND_PIECE + 1];
+        let response = Response {
+            status: 200,
+            headers: &header,
+            headers_len: 1,
+            body: body.as_ptr(),
+            body_len: body.len(),
+            flags: PHP_WORKER_RESPONSE_DONE,
+            refusal: 0,
+            retry_after_ms: 0,
+            thread: 1,
+            queued_us: 0,
+        };
+        assert!(!RemoteHost::respond(&*w, 4, &response), "the script learns its response ended");
+        assert!(w.send(PHP_WORKER_WIRE_REPLY, 99, b"{}"), "the wire goes on");
+        let mut frames = Vec::new();
+        loop {
+            let frame = read(&mut caddy);
+            if frame.0 == PHP_WORKER_WIRE_REPLY {
+                break;
+            }
+            frames.push(frame);
+        }
+        let respond: Vec<_> = frames.iter().filter(|f| f.0 == PHP_WORKER_WIRE_RESPOND).collect();
+        let kinds: Vec<_> = frames.iter().map(|f| (f.0, f.2.len())).collect();
+        assert_eq!(respond.len(), 1, "one frame ends the response: {kinds:?}");
+        let p = &respond[0].2;
+        let field = |at: usize| u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
+        assert_eq!((field(0), field(4), field(28), field(32)), (500, PHP_WORKER_RESPONSE_DONE, 0, 0));
     }
 
     #[test]
