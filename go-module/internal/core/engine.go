@@ -42,6 +42,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Engine is the Go handle of the Rust core's engine (rust-core/include/php_worker.h):
@@ -98,6 +100,13 @@ func countOut() {
 // environment variable still sets it (docs/performance.md).
 func CPUs() int {
 	return runtime.GOMAXPROCS(0)
+}
+
+// dupCloseOnExec duplicates a descriptor of the core's for Go's poller, close-on-exec
+// from the start: PHP threads may be starting programs (exec, proc_open) meanwhile, and
+// none may inherit it.
+func dupCloseOnExec(fd int) (int, error) {
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // coreError turns an error of the core into a Go error and frees it.
@@ -162,7 +171,7 @@ func NewEngine(settings []byte) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{ptr: ptr, delivered: make(chan struct{})}
-	fd, err := syscall.Dup(int(C.php_worker_engine_completion_fd(ptr)))
+	fd, err := dupCloseOnExec(int(C.php_worker_engine_completion_fd(ptr)))
 	if err == nil {
 		err = syscall.SetNonblock(fd, true)
 	}

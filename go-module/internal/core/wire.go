@@ -64,9 +64,8 @@ func OpenWire(socket, taken int) (*Wire, error) {
 		return nil, err
 	}
 	wireOpen.Store(true)
-	fd, err := syscall.Dup(int(C.php_worker_wire_calls_fd()))
+	fd, err := dupCloseOnExec(int(C.php_worker_wire_calls_fd()))
 	if err == nil {
-		syscall.CloseOnExec(fd)
 		err = syscall.SetNonblock(fd, true)
 	}
 	if err != nil {
