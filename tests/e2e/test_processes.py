@@ -536,9 +536,12 @@ def test_reloads_change_processes_with_no_failed_request(start_server, crashext)
     statuses = ready.stop()
     assert answers and all(a[1] == 200 for a in answers), [a for a in answers if a[1] != 200][:5]
     print(f"\nreadiness during the reloads: {len(statuses)} probes, not 200: {[s for s in statuses if s != 200]}")
-    # A processes change restarts PHP as a whole: readiness says so for that moment only.
+    # A processes change restarts PHP as a whole: readiness says so while it restarts,
+    # in one stretch per reload (how long a stretch is depends on the machine's load, so
+    # it is not asserted), and is ready again at the end.
     assert set(statuses) <= {200, 503} and statuses[-1] == 200, statuses
-    assert statuses.count(200) > statuses.count(503), statuses
+    stretches = sum(1 for i, s in enumerate(statuses) if s == 503 and (i == 0 or statuses[i - 1] != 503))
+    assert stretches <= 3, f"readiness went back and forth {stretches} times for 3 reloads: {statuses}"
     assert srv.stop() == 0
 
 
