@@ -32,8 +32,11 @@ pub struct Link {
 struct Shared {
     fd: OwnedFd,
     out: Mutex<Out>,
-    /// Signalled when a write ends, a frame is posted, or the link closes.
+    /// Signalled when a write ends or the link closes: for senders.
     written: Condvar,
+    /// Signalled when a posted frame waits with no write in progress, or the link
+    /// closes: for the flusher alone, which no sender's write wakes.
+    flush: Condvar,
 }
 
 struct Out {
@@ -44,6 +47,8 @@ struct Out {
     sent: u64,
     writing: bool,
     closed: bool,
+    /// A posted frame waits that no write has taken yet, and no sender waits for.
+    unowned: bool,
 }
 
 /// Why a frame did not leave.
@@ -60,8 +65,17 @@ impl Link {
     pub fn new(fd: OwnedFd) -> std::io::Result<Link> {
         let shared = Arc::new(Shared {
             fd,
-            out: Mutex::new(Out { pending: Vec::new(), spare: Vec::new(), queued: 0, sent: 0, writing: false, closed: false }),
+            out: Mutex::new(Out {
+                pending: Vec::new(),
+                spare: Vec::new(),
+                queued: 0,
+                sent: 0,
+                writing: false,
+                closed: false,
+                unowned: false,
+            }),
             written: Condvar::new(),
+            flush: Condvar::new(),
         });
         let flushing = shared.clone();
         std::thread::Builder::new().name("php_worker wire writer".into()).spawn(move || {
@@ -100,7 +114,10 @@ impl Link {
         let sh = &self.shared;
         let mut out = sh.lock();
         sh.append(&mut out, kind, id, fill)?;
-        sh.written.notify_all();
+        out.unowned = true;
+        if !out.writing {
+            sh.flush.notify_one(); // else the write in progress hands it on at its end
+        }
         Ok(())
     }
 
@@ -116,6 +133,7 @@ impl Link {
         out.closed = true;
         out.pending = Vec::new();
         self.shared.written.notify_all();
+        self.shared.flush.notify_all();
     }
 }
 
@@ -151,12 +169,12 @@ impl Shared {
         Ok(out.queued)
     }
 
-    /// The flusher: writes what is queued whenever nobody writes, until the link closes.
+    /// The flusher: writes posted frames that no write took, until the link closes.
     fn flush_posts(&self) {
         let mut out = self.lock();
         while !out.closed {
-            if out.pending.is_empty() || out.writing {
-                out = self.written.wait(out).unwrap_or_else(|e| e.into_inner());
+            if !out.unowned || out.writing {
+                out = self.flush.wait(out).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             out = self.write_batch(out);
@@ -166,6 +184,7 @@ impl Shared {
     /// Writes everything queued, with the lock released meanwhile.
     fn write_batch<'a>(&'a self, mut out: MutexGuard<'a, Out>) -> MutexGuard<'a, Out> {
         out.writing = true;
+        out.unowned = false; // the batch takes every posted frame
         let spare = std::mem::take(&mut out.spare);
         let batch = std::mem::replace(&mut out.pending, spare);
         let last = out.queued;
@@ -186,6 +205,9 @@ impl Shared {
             }
         }
         self.written.notify_all();
+        if out.unowned && !out.closed {
+            self.flush.notify_one(); // posted during this write
+        }
         out
     }
 }
