@@ -539,24 +539,29 @@ mod tests {
         assert_eq!(read(&mut caddy), (PHP_WORKER_WIRE_CANCELLED, 11, vec![0]), "an unknown request is not withdrawn");
     }
 
+    /// A 200 with one header and a body, as a PHP thread's `respond` call gives it.
+    fn response_200(header: &Header, body: &[u8], flags: u32) -> Response {
+        Response {
+            status: 200,
+            headers: header,
+            headers_len: 1,
+            body: body.as_ptr(),
+            body_len: body.len(),
+            flags,
+            refusal: 0,
+            retry_after_ms: 0,
+            thread: 1,
+            queued_us: 0,
+        }
+    }
+
     #[test]
     fn a_large_body_crosses_in_pieces_and_the_last_carries_done() {
         let (w, mut caddy) = wire();
         let body: Vec<u8> = (0..(2 * RESPOND_PIECE + 5)).map(|i| i as u8).collect();
         let (name, value) = (b"X-A", b"b");
         let header = Header { name: name.as_ptr(), name_len: 3, value: value.as_ptr(), value_len: 1 };
-        let response = Response {
-            status: 200,
-            headers: &header,
-            headers_len: 1,
-            body: body.as_ptr(),
-            body_len: body.len(),
-            flags: PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_FLUSH,
-            refusal: 0,
-            retry_after_ms: 0,
-            thread: 2,
-            queued_us: 7,
-        };
+        let response = Response { thread: 2, queued_us: 7, ..response_200(&header, &body, PHP_WORKER_RESPONSE_DONE | PHP_WORKER_RESPONSE_FLUSH) };
         let reading = std::thread::spawn(move || (0..3).map(|_| read(&mut caddy)).collect::<Vec<_>>());
         assert!(RemoteHost::respond(&*w, 3, &response), "a client nobody said gone is there");
         let frames = reading.join().unwrap();
@@ -584,18 +589,7 @@ mod tests {
         let value = vec![b'v'; PHP_WORKER_WIRE_MAX_FRAME as usize];
         let header = Header { name: b"X-Big".as_ptr(), name_len: 5, value: value.as_ptr(), value_len: value.len() };
         let body = vec![b'b'; 2 * RESPOND_PIECE + 1];
-        let response = Response {
-            status: 200,
-            headers: &header,
-            headers_len: 1,
-            body: body.as_ptr(),
-            body_len: body.len(),
-            flags: PHP_WORKER_RESPONSE_DONE,
-            refusal: 0,
-            retry_after_ms: 0,
-            thread: 1,
-            queued_us: 0,
-        };
+        let response = response_200(&header, &body, PHP_WORKER_RESPONSE_DONE);
         assert!(!RemoteHost::respond(&*w, 4, &response), "the script learns its response ended");
         assert!(w.send(PHP_WORKER_WIRE_REPLY, 99, b"{}"), "the wire goes on");
         let mut frames = Vec::new();
