@@ -473,14 +473,16 @@ php_worker_error_t *php_worker_profile_stop(const php_worker_engine_t *engine,
 // `spec_json` is `{"name": s, "kind": "http"|"task"|"background", "file": absolute path,
 // "num": n, "max_threads": n, "max_requests": n, "max_memory": n, "max_boot_backoff_ms": n,
 // "stop_timeout_ms": n, "env": [[k, v], ...], "boot": {"fields": [s, ...], "vars": [[k,
-// v], ...], "env_pairs": n}}`, read during the call (`kind` defaults to "http": a worker
+// v], ...], "env_pairs": n}, "generation": n}`, read during the call (`kind` defaults to "http": a worker
 // that serves requests; a task worker's queue takes tasks from PHP threads, not
 // requests; a background pool takes nothing, and its scripts must end within
 // `stop_timeout_ms` once told to stop; a pool keeps its kind). `boot` is the
 // request the script sees while it boots and between requests, in the layout of
 // php_worker_request_submit() (the fields in php_worker_field order, then the
 // `$_SERVER` pairs, the last `env_pairs` of which answer getenv()); without it the
-// script sees a bare GET of its file.
+// script sees a bare GET of its file. `generation` numbers the generation the spec
+// starts (0 or absent: the one after the pool's last, 1 for a new pool), so a host
+// running engines in several processes knows a generation by one number in all.
 //
 // # Safety
 // `engine` is live; `spec_json` is valid for `spec_len` bytes.
@@ -569,8 +571,9 @@ php_worker_error_t *php_worker_engine_set_deadlines(const php_worker_engine_t *e
 // retires an old one once its request is done; a new generation that cannot boot
 // retires nothing. Without it, the new generation boots but takes no requests until
 // php_worker_pool_activate() (or is stopped by php_worker_pool_discard()); a staged
-// generation it replaces is discarded. Writes the generation's id to
-// `*generation_out` (may be NULL). Does not wait for the boot.
+// generation it replaces is discarded. The spec's `generation`, when given, must be
+// above every generation the pool had (else an error, and nothing changes). Writes the
+// generation's id to `*generation_out` (may be NULL). Does not wait for the boot.
 //
 // # Safety
 // `engine` is live; `spec_json` is NULL or valid for `spec_len` bytes.

@@ -119,6 +119,12 @@ pub struct WorkerSpec {
     /// A scheduled job's `$argv`, the script's path first; empty for workers.
     #[serde(default)]
     pub argv: Vec<String>,
+    /// The number of the generation this spec starts, chosen by the host so that every
+    /// process of a cluster knows a generation by the same number; 0: the one after the
+    /// pool's last (1 for a new pool). A restart's must be above every generation the
+    /// pool had.
+    #[serde(default)]
+    pub generation: u32,
 }
 
 /// A request as the host writes every request: the fixed fields in

@@ -46,7 +46,8 @@ pub struct Pool {
     state: Mutex<PoolState>,
 }
 
-/// The id of a worker pool's first generation; each restart makes the next.
+/// The id of a worker pool's first generation unless its spec names one; each restart
+/// makes the next unless its spec names a later one.
 const FIRST_GENERATION: u32 = 1;
 
 struct PoolState {
@@ -65,6 +66,8 @@ struct Workers {
     /// A generation booting beside the current one that takes no requests yet.
     staged: Option<Arc<Generation>>,
     next_generation: u32,
+    /// The pool's first generation, which restarts nothing.
+    first: u32,
 }
 
 struct Member {
@@ -194,8 +197,9 @@ impl Pool {
     /// A worker pool whose first generation boots at once and takes requests as its
     /// threads are ready.
     pub fn worker(id: PoolId, spec: WorkerSpec, capacity: usize, host: &Arc<Host>, registry: &Arc<Registry>) -> Result<Arc<Pool>> {
-        let first = Arc::new(Generation::new(FIRST_GENERATION, spec, true));
-        let workers = Workers { current: first.clone(), staged: None, next_generation: FIRST_GENERATION + 1 };
+        let number = if spec.generation == 0 { FIRST_GENERATION } else { spec.generation };
+        let first = Arc::new(Generation::new(number, spec, true));
+        let workers = Workers { current: first.clone(), staged: None, next_generation: number.saturating_add(1), first: number };
         let pool = Pool::new(id, capacity, host, registry, Some(workers));
         let mut state = lock(&pool.state);
         if let Err(e) = pool.spawn(&mut state, first.spec.num, Some(&first)) {
@@ -319,11 +323,18 @@ impl Pool {
         let Some(workers) = state.workers.as_mut() else {
             return Err(Error::Pool(self.id, "the classic pool has no worker script to restart".into()));
         };
+        let spec = spec.unwrap_or_else(|| WorkerSpec { generation: 0, ..workers.current.spec.clone() });
+        let number = match spec.generation {
+            0 => workers.next_generation,
+            g if g < workers.next_generation => {
+                return Err(Error::Pool(self.id, format!("generation {g} is not newer than generation {}", workers.next_generation - 1)));
+            }
+            number => number,
+        };
         if let Some(staged) = workers.staged.take() {
             self.stop_members(&mut state, |m| m.generation_id() == staged.id);
         }
         let workers = state.workers.as_mut().expect("checked above");
-        let spec = spec.unwrap_or_else(|| workers.current.spec.clone());
         if spec.kind != self.kind {
             return Err(Error::Pool(self.id, format!(
                 "worker {} is a {} worker and cannot become a {} worker: give it another name",
@@ -332,8 +343,8 @@ impl Pool {
                 spec.kind.name()
             )));
         }
-        let generation = Arc::new(Generation::new(workers.next_generation, spec, false));
-        workers.next_generation += 1;
+        let generation = Arc::new(Generation::new(number, spec, false));
+        workers.next_generation = number.saturating_add(1);
         if self.kind == WorkerKind::Background {
             // Its threads start when the running ones have stopped: never more copies of
             // the script at once than its num (see start_background).
@@ -672,8 +683,9 @@ impl Pool {
     /// beside the old one, which serves meanwhile; a background script's cannot, so
     /// between the old copies' end and the new ones' start the pool has nothing booted.)
     fn background_replacing(&self, state: &PoolState, current: Option<&Arc<Generation>>) -> bool {
+        let first = state.workers.as_ref().map_or(FIRST_GENERATION, |w| w.first);
         self.kind == WorkerKind::Background
-            && current.is_some_and(|g| g.id > FIRST_GENERATION && state.members.iter().any(|m| !m.leaving && !m.booted))
+            && current.is_some_and(|g| g.id != first && state.members.iter().any(|m| !m.leaving && !m.booted))
     }
 
     fn member<'a>(state: &'a mut PoolState, thread: &ThreadInfo) -> Option<&'a mut Member> {

@@ -399,6 +399,30 @@ fn a_staged_generation_waits_for_activation_or_is_discarded() {
     });
 }
 
+/// The host numbers generations (every process of a cluster knows a generation by the
+/// same number): a spec's generation is the one it starts, and a restart's must be newer
+/// than any the pool had.
+#[test]
+fn generations_take_the_numbers_the_host_gives() {
+    let w = versioned_worker("numbered.php", "v1");
+    with_engine("{}", 1, |engine| {
+        engine.create_worker_pool(1, spec(&w, 1, r#","generation":5"#)).unwrap();
+        assert_eq!(engine.pool(1).unwrap().stats().generation, 5);
+        assert_eq!(get_body(engine, 1, &w), "v1");
+        let pool = engine.pool(1).unwrap();
+        let err = pool.restart(Some(spec(&w, 1, r#","generation":5"#)), true).unwrap_err();
+        assert!(err.to_string().contains("generation 5 is not newer than generation 5"), "{err}");
+        assert_eq!(pool.stats().generation, 5, "a refused restart changes nothing");
+        assert_eq!(pool.restart(Some(spec(&w, 1, r#","generation":9"#)), false).unwrap(), 9);
+        write_version(&w, "v2");
+        assert_eq!(pool.restart(None, false).unwrap(), 10, "unnumbered: the one after the last");
+        assert!(pool.activate(9).is_err(), "the restart replaced staged generation 9");
+        pool.activate(10).unwrap();
+        eventually("v2 is served", || get_body(engine, 1, &w) == "v2");
+        assert_eq!(pool.stats().generation, 10);
+    });
+}
+
 #[test]
 fn a_new_generation_that_cannot_boot_leaves_the_old_one_serving() {
     let w = versioned_worker("broken-deploy.php", "v1");
