@@ -162,18 +162,16 @@ func unpackLog(p []byte) (zapcore.Level, string, []byte, error) {
 
 // call is a control call from the Caddy process (calls.go names them).
 type call struct {
-	Op         string          `json:"op"`
-	Settings   json.RawMessage `json:"settings,omitempty"`
-	Pool       uint32          `json:"pool,omitempty"`
-	Spec       json.RawMessage `json:"spec,omitempty"`
-	Generation uint32          `json:"generation,omitempty"`
-	Activate   bool            `json:"activate,omitempty"`
-	N          int             `json:"n,omitempty"`
-	Shared     int64           `json:"shared,omitempty"`
-	Local      int64           `json:"local,omitempty"`
-	MS         int64           `json:"ms,omitempty"`
-	CPU        bool            `json:"cpu,omitempty"`
-	Debug      bool            `json:"debug,omitempty"`
+	Op       string          `json:"op"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+	// State is the child's share of the cluster's core.State (apply).
+	State json.RawMessage `json:"state,omitempty"`
+	Pool  uint32          `json:"pool,omitempty"`
+	Spec  json.RawMessage `json:"spec,omitempty"`
+	N     int             `json:"n,omitempty"`
+	MS    int64           `json:"ms,omitempty"`
+	CPU   bool            `json:"cpu,omitempty"`
+	Debug bool            `json:"debug,omitempty"`
 	// Build is the Caddy process's build (buildID), with a start.
 	Build string `json:"build,omitempty"`
 }
@@ -222,7 +220,6 @@ func (c *child) run(req *call) (any, error) {
 		}
 		c.debug.Store(req.Debug)
 		c.wire.SetDebug(req.Debug)
-		core.ConfigureStores(req.Shared, req.Local)
 		e, err := core.NewEngine(req.Settings)
 		if err != nil {
 			return nil, err
@@ -235,33 +232,23 @@ func (c *child) run(req *call) (any, error) {
 		return nil, errNoEngine
 	}
 	switch req.Op {
-	case opStores:
-		core.ConfigureStores(req.Shared, req.Local)
-		return nil, nil
-	case opNewPool:
-		return nil, e.NewPool(req.Pool, req.Spec)
-	case opResizeClassic:
-		return nil, e.ResizeClassic(req.N)
-	case opAutoscale:
-		return nil, e.Autoscale(req.N, time.Duration(req.MS)*time.Millisecond)
-	case opDeadlines:
-		return nil, e.SetDeadlines(time.Duration(req.MS)*time.Millisecond, req.N)
-	case opRestartPool:
-		spec := []byte(req.Spec)
-		if len(spec) == 0 {
-			spec = nil
-		}
-		g, err := e.RestartPool(req.Pool, spec, req.Activate)
-		return g, err
-	case opActivatePool:
-		return nil, e.ActivatePool(req.Pool, req.Generation)
-	case opDiscardPool:
-		return nil, e.DiscardPool(req.Pool, req.Generation)
-	case opDeletePool:
-		if err := e.DeletePool(req.Pool); err != nil || req.MS <= 0 {
+	case opApply:
+		var state core.State
+		if err := json.Unmarshal(req.State, &state); err != nil {
 			return nil, err
 		}
-		return nil, waitPoolEnded(e, req.Pool, time.Duration(req.MS)*time.Millisecond)
+		before := e.Applied()
+		if err := e.Apply(state); err != nil || req.MS <= 0 {
+			return nil, err
+		}
+		for _, pl := range before.Pools {
+			if state.Pool(pl.ID) == nil {
+				if err := waitPoolEnded(e, pl.ID, time.Duration(req.MS)*time.Millisecond); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, nil
 	case opStats:
 		return e.StatsJSON()
 	case opWaiting:
@@ -311,21 +298,13 @@ func waitPoolEnded(e *core.Engine, pool uint32, d time.Duration) error {
 
 // The control calls.
 const (
-	opStart         = "start"
-	opStores        = "stores"
-	opNewPool       = "new_pool"
-	opResizeClassic = "resize_classic"
-	opAutoscale     = "autoscale"
-	opDeadlines     = "deadlines"
-	opRestartPool   = "restart_pool"
-	opActivatePool  = "activate_pool"
-	opDiscardPool   = "discard_pool"
-	opDeletePool    = "delete_pool"
-	opStats         = "stats"
-	opWaiting       = "waiting"
-	opProfileStart  = "profile_start"
-	opProfileStop   = "profile_stop"
-	opRunJob        = "run_job"
-	opShutdown      = "shutdown"
-	opPing          = "ping"
+	opStart        = "start"
+	opApply        = "apply"
+	opStats        = "stats"
+	opWaiting      = "waiting"
+	opProfileStart = "profile_start"
+	opProfileStop  = "profile_stop"
+	opRunJob       = "run_job"
+	opShutdown     = "shutdown"
+	opPing         = "ping"
 )

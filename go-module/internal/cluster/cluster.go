@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,8 +33,6 @@ type Options struct {
 	Processes int
 	// Settings are the engine settings of every child (php_worker_engine_new's JSON).
 	Settings []byte
-	// Shared and Local are the store capacities.
-	Shared, Local int64
 	// Logger takes the lines outside a request.
 	Logger func() *zap.Logger
 	// Command is the child's command line; by default the running image's (selfExe)
@@ -65,18 +64,12 @@ type Cluster struct {
 	stopping atomic.Bool
 	postMax  atomic.Int64 // the children's post_max_size, read again after a Roll
 
-	mu      sync.Mutex // guards the fields below and each proc's pool generations
-	procs   []*proc    // a slot per child; a dead child's slot holds it until replaced
-	classic int
-	scale   struct {
-		max  int
-		idle time.Duration
-	}
-	deadline struct {
-		grace    time.Duration
-		maxStuck int
-	}
-	pools map[uint32]*pool
+	mu    sync.Mutex // guards the fields below and each proc's pools and version
+	procs []*proc    // a slot per child; a dead child's slot holds it until replaced
+	// state is what the children run, each its share (shareOf); version counts its
+	// changes, so a child that read an older one is brought to this one.
+	state   core.State
+	version uint64
 	// debug is the child of debugged requests (debug triggers), started at the first
 	// one and again after it ends: a debugger or profiler extension that crashes takes
 	// only the debugged request with it. Guarded by mu; debugStart serializes starts.
@@ -87,10 +80,7 @@ type Cluster struct {
 	// at every request); its next start waits until debugNotBefore. Guarded by mu.
 	debugBackoff   time.Duration
 	debugNotBefore time.Time
-	// version counts the changes of the children's settings (threads, pools, limits):
-	// a child started from an older version missed one, and is started again.
-	version uint64
-	crashes atomic.Uint64
+	crashes        atomic.Uint64
 	// counted holds the children whose counts the snapshot sums, retired what the dead
 	// ones had counted (counters.go); both made at first use.
 	counted map[*proc]struct{}
@@ -129,16 +119,8 @@ type procPool struct {
 	pool uint32
 }
 
-// pool is a worker pool as the cluster knows it: the spec its children boot, and its
-// generations, numbered by the cluster (each child numbers its own).
-type pool struct {
-	spec       []byte            // what a child started now boots
-	specGen    uint32            // the generation spec is: a child started now runs it
-	staged     map[uint32][]byte // the specs of staged generations, until activated
-	generation uint32
-}
-
-// New starts the children and waits until each runs PHP.
+// New starts the children and waits until each runs PHP, with nothing to run until
+// the first Apply.
 func New(opts Options) (*Cluster, error) {
 	if opts.Processes < 2 {
 		return nil, errors.New("a cluster has at least 2 processes")
@@ -147,8 +129,7 @@ func New(opts Options) (*Cluster, error) {
 		// The running image, not the binary's path, which an upgrade may have replaced.
 		opts.Command = []string{selfExe, ChildCommand}
 	}
-	c := &Cluster{opts: opts, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
-	core.ConfigureStores(opts.Shared, opts.Local) // the shared table is this process's
+	c := &Cluster{opts: opts, stopped: make(chan struct{})}
 	c.procs = make([]*proc, opts.Processes)
 	var first error
 	for i := range c.procs {
@@ -219,57 +200,68 @@ func isBackground(spec []byte) bool {
 // stopBackground ends the background workers the child of a slot runs and waits for
 // their scripts to end, before a roll starts the slot's new child with its own copies:
 // never more than num copies run at once, as in one process, where a restarted
-// background worker's new copy starts once the old one ended. It returns the child and
-// the pools it stopped, for resumeBackground.
-func (c *Cluster) stopBackground(slot int, grace time.Duration) (*proc, []uint32) {
+// background worker's new copy starts once the old one ended. It returns the child,
+// for resumeBackground.
+func (c *Cluster) stopBackground(slot int, grace time.Duration) *proc {
 	c.mu.Lock()
 	p := c.procs[slot]
-	var ids []uint32
-	if p != nil && p.alive.Load() {
-		for id := range p.pools {
-			if pl := c.pools[id]; pl != nil && isBackground(pl.spec) {
-				ids = append(ids, id)
-				delete(p.pools, id)
-			}
-		}
+	if p != nil {
+		p.noBackground = true // what is applied to it from now on has none
 	}
 	c.mu.Unlock()
-	for _, id := range ids {
-		// The scripts have their stop_timeout to end, within the roll's grace.
-		if _, err := p.call(call{Op: opDeletePool, Pool: id, MS: (grace + 5*time.Second).Milliseconds()}); err != nil {
-			c.logger().Warn("a background worker did not stop before its process was replaced",
-				zap.Int("process", slot), zap.Uint32("pool", id), zap.Error(err))
-		}
+	if p == nil || !p.alive.Load() {
+		return p
 	}
-	return p, ids
+	// The scripts have their stop_timeout to end, within the roll's grace.
+	if err := p.apply(grace + 5*time.Second); err != nil {
+		c.logger().Warn("a background worker did not stop before its process was replaced",
+			zap.Int("process", slot), zap.Error(err))
+	}
+	return p
 }
 
 // resumeBackground starts again, in a child that keeps its slot because its
 // replacement did not start, the background workers stopBackground ended.
-func (c *Cluster) resumeBackground(slot int, p *proc, ids []uint32) {
-	for _, id := range ids {
-		c.mu.Lock()
-		pl := c.pools[id]
-		keeps := pl != nil && c.procs[slot] == p && p.alive.Load()
-		var spec []byte
-		var base uint32
-		if keeps {
-			spec, base = c.specShare(pl.spec, slot), pl.specGen
-		}
-		c.mu.Unlock()
-		if !keeps {
-			continue
-		}
-		if _, err := p.call(call{Op: opNewPool, Pool: id, Spec: spec}); err != nil {
-			c.logger().Error("a background worker could not start again in its process", zap.Int("process", slot),
-				zap.Uint32("pool", id), zap.Error(err))
-			continue
-		}
-		c.mu.Lock()
-		p.pools[id], p.base[id] = true, base
-		delete(p.generations, id)
-		c.mu.Unlock()
+func (c *Cluster) resumeBackground(slot int, p *proc) {
+	c.mu.Lock()
+	keeps := p != nil && c.procs[slot] == p && p.alive.Load()
+	if p != nil {
+		p.noBackground = false
 	}
+	c.mu.Unlock()
+	if !keeps {
+		return
+	}
+	if err := p.apply(0); err != nil {
+		c.logger().Error("a background worker could not start again in its process", zap.Int("process", slot), zap.Error(err))
+	}
+}
+
+// shareOf is child p's share of state s: its part of the threads, and the pools it
+// runs with their num and max_threads divided. The child of debugged requests runs
+// classic threads alone, as many as the server has (at least one), without
+// autoscaling: a debugged request runs its worker script in a request of its own.
+// The cluster's mu is held.
+func (c *Cluster) shareOf(s core.State, p *proc) core.State {
+	out := s
+	out.Pools = nil
+	i, n := p.slot, c.opts.Processes
+	if i == c.debugSlot() {
+		out.Classic, out.MaxThreads = max(s.Classic, 1), 0
+		return out
+	}
+	out.Classic, out.MaxThreads = share(s.Classic, i, n), share(s.MaxThreads, i, n)
+	for _, pl := range s.Pools {
+		if isBackground(pl.Spec) && (p.noBackground || !c.runs(pl.Spec, i)) {
+			continue
+		}
+		pl.Spec = c.specShare(pl.Spec, i)
+		if pl.Staged != nil {
+			pl.Staged = &core.StagedGeneration{Generation: pl.Staged.Generation, Spec: c.specShare(pl.Staged.Spec, i)}
+		}
+		out.Pools = append(out.Pools, pl)
+	}
+	return out
 }
 
 // specShare is a worker spec with its num and max_threads divided for child i.
@@ -359,204 +351,23 @@ func (c *Cluster) each(f func(p *proc) error) error {
 	return errors.Join(errs...)
 }
 
-// NewPool creates worker pool id in every child, each with its share of the threads.
-func (c *Cluster) NewPool(id uint32, spec []byte) error {
+// Apply brings every child to its share of state s (core.State): a child started from
+// now on gets it whole at its start. The shared table is this process's: its capacity
+// is set here.
+func (c *Cluster) Apply(s core.State) error {
 	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	c.pools[id] = &pool{spec: spec}
+	c.state = s
+	c.state.Pools = slices.Clone(s.Pools)
+	c.version++
 	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		if !c.runs(spec, p.slot) {
-			return nil
-		}
-		_, err := p.call(call{Op: opNewPool, Pool: id, Spec: c.specShare(spec, p.slot)})
-		if err == nil {
-			c.mu.Lock()
-			p.pools[id] = true
-			c.mu.Unlock()
-		}
-		return err
-	})
+	core.ConfigureStores(s.SharedStore, s.LocalStore)
+	return c.each(func(p *proc) error { return p.apply(0) })
 }
 
-// ResizeClassic sets the number of classic threads, divided among the children.
-func (c *Cluster) ResizeClassic(threads int) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	c.classic = threads
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		_, err := p.call(call{Op: opResizeClassic, N: share(threads, p.slot, c.opts.Processes)})
-		return err
-	})
-}
-
-// Autoscale sets autoscaling; max_threads is divided among the children.
-func (c *Cluster) Autoscale(maxThreads int, maxIdle time.Duration) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	c.scale.max, c.scale.idle = maxThreads, maxIdle
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		_, err := p.call(call{Op: opAutoscale, N: share(maxThreads, p.slot, c.opts.Processes), MS: maxIdle.Milliseconds()})
-		return err
-	})
-}
-
-// SetDeadlines sets the hard deadline past PHP's time limit in every child.
-func (c *Cluster) SetDeadlines(grace time.Duration, maxStuck int) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	c.deadline.grace, c.deadline.maxStuck = grace, maxStuck
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		_, err := p.call(call{Op: opDeadlines, N: maxStuck, MS: grace.Milliseconds()})
-		return err
-	})
-}
-
-// ConfigureStores sets the stores' capacities in every child.
-func (c *Cluster) ConfigureStores(shared, local int64) {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	c.opts.Shared, c.opts.Local = shared, local
-	c.mu.Unlock()
-	core.ConfigureStores(shared, local) // the shared table is this process's
-	_ = c.each(func(p *proc) error {
-		_, err := p.call(call{Op: opStores, Shared: shared, Local: local})
-		return err
-	})
-}
-
-// RestartPool starts a new generation of a pool in every child (see
-// core.Engine.RestartPool); it returns the cluster's number for it.
-func (c *Cluster) RestartPool(id uint32, spec []byte, activate bool) (uint32, error) {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	pl := c.pools[id]
-	if pl == nil {
-		c.mu.Unlock()
-		return 0, fmt.Errorf("no worker pool %d", id)
-	}
-	pl.generation++
-	g := pl.generation
-	if activate {
-		if spec != nil {
-			pl.spec = spec
-		}
-		pl.specGen = g
-	} else if spec != nil {
-		if pl.staged == nil {
-			pl.staged = map[uint32][]byte{}
-		}
-		pl.staged[g] = spec
-	}
-	c.mu.Unlock()
-	err := c.each(func(p *proc) error {
-		c.mu.Lock()
-		has := p.pools[id]
-		c.mu.Unlock()
-		if !has {
-			return nil
-		}
-		var s []byte
-		if spec != nil {
-			s = c.specShare(spec, p.slot)
-		}
-		raw, err := p.call(call{Op: opRestartPool, Pool: id, Spec: s, Activate: activate})
-		if err != nil {
-			return err
-		}
-		var own uint32
-		if err := json.Unmarshal(raw, &own); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		p.mapGeneration(id, g, own)
-		c.mu.Unlock()
-		return nil
-	})
-	return g, err
-}
-
-// ActivatePool makes a staged generation take requests in every child.
-func (c *Cluster) ActivatePool(id, generation uint32) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	var spec []byte
-	if pl := c.pools[id]; pl != nil {
-		if s, ok := pl.staged[generation]; ok {
-			pl.spec = s
-			delete(pl.staged, generation)
-		}
-		pl.specGen, spec = generation, pl.spec
-	}
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		c.mu.Lock()
-		own, ok := p.generations[id][generation]
-		stale := !ok && p.pools[id] && p.base[id] < generation
-		c.mu.Unlock()
-		if ok {
-			_, err := p.call(call{Op: opActivatePool, Pool: id, Generation: own})
-			return err
-		}
-		if !stale || spec == nil {
-			return nil
-		}
-		// Started while the generation was staged, this child booted the spec before
-		// it: it restarts on this one now.
-		raw, err := p.call(call{Op: opRestartPool, Pool: id, Spec: c.specShare(spec, p.slot), Activate: true})
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(raw, &own); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		p.mapGeneration(id, generation, own)
-		c.mu.Unlock()
-		return nil
-	})
-}
-
-// DiscardPool drops a staged generation in every child.
-func (c *Cluster) DiscardPool(id, generation uint32) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	if pl := c.pools[id]; pl != nil {
-		delete(pl.staged, generation)
-	}
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		c.mu.Lock()
-		own, ok := p.generations[id][generation]
-		c.mu.Unlock()
-		if !ok {
-			return nil
-		}
-		_, err := p.call(call{Op: opDiscardPool, Pool: id, Generation: own})
-		return err
-	})
-}
-
-// DeletePool deletes a pool in every child.
-func (c *Cluster) DeletePool(id uint32) error {
-	c.mu.Lock()
-	c.version++ // a child starting now must not miss it
-	delete(c.pools, id)
-	c.mu.Unlock()
-	return c.each(func(p *proc) error {
-		c.mu.Lock()
-		has := p.pools[id]
-		delete(p.pools, id)
-		c.mu.Unlock()
-		if !has {
-			return nil
-		}
-		_, err := p.call(call{Op: opDeletePool, Pool: id})
-		return err
-	})
+// known tells whether the children run worker pool id (or it is the classic pool). The
+// cluster's mu is held.
+func (c *Cluster) known(id uint32) bool {
+	return id == core.ClassicPool || c.state.Pool(id) != nil
 }
 
 // PoolWaiting is how many threads of a pool wait for a request, in all children. A
@@ -720,10 +531,10 @@ func (c *Cluster) Roll(settings []byte, grace time.Duration) error {
 // retires the child it replaces. The old child's background workers end first, and
 // are given back to it if the new child does not start.
 func (c *Cluster) rollSlot(slot int, grace time.Duration) error {
-	holder, paused := c.stopBackground(slot, grace)
+	holder := c.stopBackground(slot, grace)
 	old, err := c.spawnInstalled(slot, minBackoff)
 	if err != nil {
-		c.resumeBackground(slot, holder, paused)
+		c.resumeBackground(slot, holder)
 		return err
 	}
 	if old != nil {
@@ -764,10 +575,10 @@ func (c *Cluster) rollLater(slot int, grace time.Duration) {
 
 // install puts a started child in its slot; one that died before (its death found
 // no slot to leave) is replaced as if it died now. The cluster's mu is held.
-// It returns false, installing nothing, when the settings changed since the child read
-// them: the caller stops it and starts another.
+// It returns false, installing nothing, when the state changed since the child was
+// brought to it: the caller applies the new one first.
 func (c *Cluster) install(slot int, p *proc) bool {
-	if p.version != c.version {
+	if p.version != c.version && p.alive.Load() {
 		return false
 	}
 	c.procs[slot] = p
@@ -788,14 +599,14 @@ func (c *Cluster) install(slot int, p *proc) bool {
 	return true
 }
 
-// spawnInstalled starts the child of a slot and installs it, starting it again while
-// settings change under it; it returns the child the slot had.
+// spawnInstalled starts the child of a slot and installs it, once it runs the state
+// the cluster has then; it returns the child the slot had.
 func (c *Cluster) spawnInstalled(slot int, backoff time.Duration) (old *proc, err error) {
+	p, err := c.spawnWithBackoff(slot, backoff)
+	if err != nil {
+		return nil, err
+	}
 	for {
-		p, err := c.spawnWithBackoff(slot, backoff)
-		if err != nil {
-			return nil, err
-		}
 		c.mu.Lock()
 		old = c.procs[slot]
 		if c.install(slot, p) {
@@ -803,7 +614,10 @@ func (c *Cluster) spawnInstalled(slot int, backoff time.Duration) (old *proc, er
 			return old, nil
 		}
 		c.mu.Unlock()
-		p.stop()
+		if err := p.apply(0); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("starting PHP process %d: %w", slot, err)
+		}
 	}
 }
 
@@ -932,7 +746,7 @@ func (c *Cluster) Submit(pool uint32, b *core.RequestBuffer, flags uint32, handl
 		return nil, core.ErrStopped
 	}
 	c.mu.Lock()
-	if _, ok := c.pools[pool]; !ok && pool != core.ClassicPool {
+	if !c.known(pool) {
 		c.mu.Unlock()
 		return nil, core.ErrUnknownPool
 	}

@@ -470,12 +470,11 @@ func procOnASocket(t *testing.T) (*lockingHost, *proc, *os.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{}, stopped: make(chan struct{})}
+	c := &Cluster{opts: Options{Processes: 2}, stopped: make(chan struct{})}
 	c.stopping.Store(true) // no replacement when the link ends
 	p := &proc{c: c, cmd: cmd, link: newLink(ours), taken: taken, trail: &trailWriter{out: io.Discard},
 		inflight: map[uint64]held{7: {slot: noSlot}}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
-		exited: make(chan struct{}), trailDone: make(chan struct{}), generations: map[uint32]map[uint32]uint32{},
-		base: map[uint32]uint32{}, pools: map[uint32]bool{}}
+		exited: make(chan struct{}), trailDone: make(chan struct{}), pools: map[uint32]bool{}}
 	close(p.trailDone)
 	p.alive.Store(true)
 	go p.watch()
@@ -691,5 +690,52 @@ func TestTheClustersCountersNeverGoBack(t *testing.T) {
 	c.keepCounts(b, countsOf(half))
 	if again := snapshot([]*proc{a, b2}, golden, lower); again != after {
 		t.Errorf("the dead child counted again: %+v, was %+v", again, after)
+	}
+}
+
+// Each child gets its share of the one state: its part of the threads, every HTTP worker
+// with its num divided and the same generation numbers as the others, a background
+// worker of num 1 in one child only (none while a roll replaces it), and the child of
+// debugged requests classic threads alone.
+func TestEachChildGetsItsShareOfTheState(t *testing.T) {
+	c := &Cluster{opts: Options{Processes: 2}}
+	s := core.State{Classic: 3, MaxThreads: 5, SharedStore: 7, Pools: []core.PoolState{
+		{ID: 1, Spec: []byte(`{"kind":"http","num":4,"max_threads":6}`), Generation: 7,
+			Staged: &core.StagedGeneration{Generation: 8, Spec: []byte(`{"kind":"http","num":2}`)}},
+		{ID: 2, Spec: []byte(`{"kind":"background","num":1}`), Generation: 3},
+	}}
+	num := func(spec []byte) (n struct {
+		Num        int `json:"num"`
+		MaxThreads int `json:"max_threads"`
+	}) {
+		_ = json.Unmarshal(spec, &n)
+		return
+	}
+	first, second := c.shareOf(s, &proc{slot: 0}), c.shareOf(s, &proc{slot: 1})
+	if first.Classic+second.Classic != 3 || first.MaxThreads+second.MaxThreads != 5 || first.SharedStore != 7 {
+		t.Errorf("threads and limits: %+v and %+v", first, second)
+	}
+	if len(first.Pools) != 2 || len(second.Pools) != 1 || second.Pools[0].ID != 1 {
+		t.Fatalf("pools: %+v and %+v; the background worker of num 1 runs in the first only", first.Pools, second.Pools)
+	}
+	for _, share := range []core.State{first, second} {
+		http := share.Pools[0]
+		if n := num(http.Spec); n.Num != 2 || n.MaxThreads != 3 || http.Generation != 7 {
+			t.Errorf("the HTTP worker's share: %s, generation %d", http.Spec, http.Generation)
+		}
+		if http.Staged == nil || http.Staged.Generation != 8 || num(http.Staged.Spec).Num != 1 {
+			t.Errorf("its staged generation: %+v", http.Staged)
+		}
+	}
+	if s.Pools[0].Staged.Spec == nil || num(s.Pools[0].Staged.Spec).Num != 2 {
+		t.Error("a share changed the cluster's own state")
+	}
+	rolling := &proc{slot: 0, noBackground: true}
+	if got := c.shareOf(s, rolling); len(got.Pools) != 1 || got.Pools[0].ID != 1 {
+		t.Errorf("a child a roll replaces keeps its background worker: %+v", got.Pools)
+	}
+	debug := c.shareOf(s, &proc{slot: c.debugSlot()})
+	if debug.Classic != 3 || debug.MaxThreads != 0 || len(debug.Pools) != 0 {
+		t.Errorf("the child of debugged requests: %+v", debug)
 	}
 }

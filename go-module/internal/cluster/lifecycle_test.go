@@ -151,7 +151,7 @@ func fakeCluster(t *testing.T, mode string) (*Cluster, *recordingHost) {
 	core.SetHost(host)
 	t.Cleanup(func() { core.SetHost(previous) })
 	c := &Cluster{opts: Options{Processes: 2, Command: []string{os.Args[0], "-test.run=^$"}, PingTimeout: time.Second},
-		pools: map[uint32]*pool{}, stopped: make(chan struct{})}
+		stopped: make(chan struct{})}
 	c.stopping.Store(true)
 	return c, host
 }
@@ -263,7 +263,7 @@ func TestAChildThatAnswersNoPingIsKilled(t *testing.T) {
 	calls := make(chan error, 1)
 	go func() {
 		time.Sleep(100 * time.Millisecond) // after the child stopped
-		_, err := p.call(call{Op: opResizeClassic, N: 1})
+		_, err := p.call(call{Op: opApply, State: []byte(`{"classic":1}`)})
 		calls <- err
 	}()
 	r := answer(t, host, 10*time.Second, "the request of a stopped child was never answered")
@@ -303,19 +303,19 @@ func startFakeChildren(t *testing.T, c *Cluster) []*proc {
 // its slot and gets its background workers back.
 func TestAFailedRollGivesTheOldChildItsBackgroundWorkersBack(t *testing.T) {
 	c, _ := fakeCluster(t, "plain")
-	spec := []byte(`{"kind":"background","num":1}`)
-	c.pools[1] = &pool{spec: spec}
-	for i, p := range startFakeChildren(t, c) {
-		p.pools[1] = c.runs(spec, i)
-	}
+	c.state.Pools = []core.PoolState{{ID: 1, Spec: []byte(`{"kind":"background","num":1}`), Generation: 1}}
+	startFakeChildren(t, c)
 	old := c.procs[0]
+	if !old.pools[1] || c.procs[1].pools[1] {
+		t.Fatalf("the background worker of num 1 runs in child 0 (%v) and not in child 1 (%v)", old.pools[1], c.procs[1].pools[1])
+	}
 	if err := c.Roll([]byte(`{"refused":true}`), time.Second); err == nil {
 		t.Fatal("a roll to settings PHP refuses succeeded")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.procs[0] != old || !old.pools[1] {
-		t.Errorf("slot 0 keeps its child %v and its background worker %v", c.procs[0] == old, old.pools[1])
+	if c.procs[0] != old || !old.pools[1] || old.noBackground {
+		t.Errorf("slot 0 keeps its child %v and its background worker %v", c.procs[0] == old, old.pools[1] && !old.noBackground)
 	}
 }
 

@@ -50,18 +50,17 @@ type proc struct {
 	ending    atomic.Bool
 	trailDone chan struct{}
 
-	// generations maps each pool's cluster generations to this child's own (guarded by
-	// the cluster's mu); base is the cluster generation of each pool when it started.
-	generations map[uint32]map[uint32]uint32
-	base        map[uint32]uint32
 	// What it counted as of its last snapshot, and whether that went to the cluster's
 	// retired counts at its death (counters.go; guarded by the cluster's mu).
 	counts        *counts
 	countsRetired bool
-	// pools are the worker pools it runs (guarded by the cluster's mu).
-	pools map[uint32]bool
-	// version is the cluster's settings version it started with.
-	version uint64
+	// pools are the worker pools it runs, version the cluster's state it was brought
+	// to, and noBackground says its share leaves out the background workers (a roll
+	// replaces it); guarded by the cluster's mu. applying serialises its Applies.
+	pools        map[uint32]bool
+	version      uint64
+	noBackground bool
+	applying     sync.Mutex
 }
 
 // held is a request a child holds.
@@ -149,8 +148,7 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	p := &proc{
 		c: c, slot: i, cmd: cmd, link: newLink(ours), taken: taken, trail: trail, start: time.Now(), backoff: backoff,
 		inflight: map[uint64]held{}, calls: map[uint64]chan reply{}, cancels: map[uint64]chan bool{},
-		exited: make(chan struct{}), trailDone: make(chan struct{}), generations: map[uint32]map[uint32]uint32{},
-		base: map[uint32]uint32{}, pools: map[uint32]bool{},
+		exited: make(chan struct{}), trailDone: make(chan struct{}), pools: map[uint32]bool{},
 	}
 	p.alive.Store(true)
 	go func() {
@@ -163,48 +161,19 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	go p.pings()
 
 	c.mu.Lock()
-	classic, scale, deadline, shared, local := c.classic, c.scale, c.deadline, c.opts.Shared, c.opts.Local
-	settings, version := c.opts.Settings, c.version
-	debugChild := i == c.debugSlot()
-	if debugChild {
-		// The debugged requests run their worker script in a request of their own on a
-		// classic thread, as many at once as one process would run: on as many classic
-		// threads as the server has, at least one; no workers, no autoscaling.
-		classic, scale.max = max(classic, 1), 0
-	}
-	type poolStart struct {
-		id   uint32
-		spec []byte
-	}
-	var pools []poolStart
-	for id, pl := range c.pools {
-		if !debugChild && c.runs(pl.spec, i) {
-			pools = append(pools, poolStart{id, pl.spec})
-			p.base[id] = pl.specGen
-			p.pools[id] = true
-		}
-	}
-	p.version = version
+	settings := c.opts.Settings
 	c.mu.Unlock()
 	debug := c.logger().Core().Enabled(zap.DebugLevel)
-	steps := []call{{Op: opStart, Settings: settings, Shared: shared, Local: local, Debug: debug, Build: buildID()},
-		{Op: opAutoscale, N: share(scale.max, i, c.opts.Processes), MS: scale.idle.Milliseconds()},
-		{Op: opDeadlines, N: deadline.maxStuck, MS: deadline.grace.Milliseconds()},
-		{Op: opResizeClassic, N: share(classic, i, c.opts.Processes)}}
-	if debugChild {
-		steps[1].N, steps[3].N = 0, classic
+	_, err = p.call(call{Op: opStart, Settings: settings, Debug: debug, Build: buildID()})
+	if err == nil {
+		err = p.apply(0)
 	}
-	for _, pl := range pools {
-		steps = append(steps, call{Op: opNewPool, Pool: pl.id, Spec: c.specShare(pl.spec, i)})
-	}
-	for _, step := range steps {
-		if _, err := p.call(step); err != nil {
-			if errors.Is(err, errProcessGone) {
-				err = fmt.Errorf("%w (%s)", err, p.exitedHow(time.Second))
-			}
-			p.stop()
-			return nil, fmt.Errorf("starting PHP process %d (%s): %w", i, step.Op, err)
+	if err != nil {
+		if errors.Is(err, errProcessGone) {
+			err = fmt.Errorf("%w (%s)", err, p.exitedHow(time.Second))
 		}
+		p.stop()
+		return nil, fmt.Errorf("starting PHP process %d: %w", i, err)
 	}
 	c.logger().Info("PHP process started", zap.Int("process", i), zap.Int("pid", cmd.Process.Pid))
 	return p, nil
@@ -233,28 +202,33 @@ func (p *proc) exitedHow(d time.Duration) string {
 	}
 }
 
-// mapGeneration records that the cluster's generation g of a pool is the child's own.
-// The cluster's mu is held.
-func (p *proc) mapGeneration(pool, g, own uint32) {
-	m := p.generations[pool]
-	if m == nil {
-		m = map[uint32]uint32{}
-		p.generations[pool] = m
+// apply brings the child to its share of the cluster's state (Cluster.shareOf), the
+// latest whenever it is called: two applies to one child never cross. With wait, it
+// also waits for the threads of the pools it ends to finish, up to wait.
+func (p *proc) apply(wait time.Duration) error {
+	p.applying.Lock()
+	defer p.applying.Unlock()
+	c := p.c
+	c.mu.Lock()
+	share, version := c.shareOf(c.state, p), c.version
+	c.mu.Unlock()
+	raw, err := json.Marshal(share)
+	if err != nil {
+		return err
 	}
-	m[g] = own
-}
-
-// clusterGeneration is the cluster's number for the child's generation own of a pool:
-// the newest cluster generation it maps to, or the one the pool had when the child
-// started. The cluster's mu is held.
-func (p *proc) clusterGeneration(pool, own uint32) uint32 {
-	best := p.base[pool]
-	for g, o := range p.generations[pool] {
-		if o <= own && g > best {
-			best = g
-		}
+	// No bound: a resize waits for busy threads; a child that stops answering is
+	// killed by its pings, which ends the call.
+	if _, err := p.call(call{Op: opApply, State: raw, MS: wait.Milliseconds()}); err != nil {
+		return err
 	}
-	return best
+	c.mu.Lock()
+	p.version = version
+	p.pools = make(map[uint32]bool, len(share.Pools))
+	for _, pl := range share.Pools {
+		p.pools[pl.ID] = true
+	}
+	c.mu.Unlock()
+	return nil
 }
 
 var errProcessGone = errors.New("the PHP process ended")
@@ -721,25 +695,26 @@ func (c *Cluster) replace(slot int, dead *proc, backoff time.Duration) {
 			return
 		}
 		p, err := c.spawnWithBackoff(slot, backoff)
-		if err != nil {
-			c.logger().Error("a PHP process does not start; trying again", zap.Int("process", slot), zap.Error(err))
-			backoff = min(2*backoff, maxBackoff)
-			wait = backoff
-			continue
-		}
-		c.mu.Lock()
-		if c.procs[slot] != dead || c.stopping.Load() {
+		for err == nil {
+			c.mu.Lock()
+			if c.procs[slot] != dead || c.stopping.Load() {
+				c.mu.Unlock()
+				p.stop() // another child took the slot (a rolling restart), or the cluster stops
+				return
+			}
+			if c.install(slot, p) {
+				c.mu.Unlock()
+				return
+			}
 			c.mu.Unlock()
-			p.stop() // another child took the slot (a rolling restart), or the cluster stops
-			return
+			// The state changed while it started: it is brought to the new one first.
+			if err = p.apply(0); err != nil {
+				p.stop()
+			}
 		}
-		if c.install(slot, p) {
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		p.stop() // settings changed while it started: start another at once
-		wait = 0
+		c.logger().Error("a PHP process does not start; trying again", zap.Int("process", slot), zap.Error(err))
+		backoff = min(2*backoff, maxBackoff)
+		wait = backoff
 	}
 }
 

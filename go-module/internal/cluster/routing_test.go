@@ -144,7 +144,7 @@ func TestEveryChildThatStartsTakingRequestsIsAnnounced(t *testing.T) {
 // cannot boot, and to it again once its next attempt is due, or when no other runs.
 func TestAChildWhoseWorkerCannotBootIsPassedBy(t *testing.T) {
 	const poolID = 5
-	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{poolID: {}}}
+	c := &Cluster{opts: Options{Processes: 2}}
 	var procs []*proc
 	for i := range 2 {
 		p := &proc{c: c, slot: i, pools: map[uint32]bool{poolID: true}}
@@ -204,7 +204,7 @@ func TestRequestsOfADeadChildWaitWhileNoChildRuns(t *testing.T) {
 	previous := core.CurrentHost()
 	core.SetHost(host)
 	t.Cleanup(func() { core.SetHost(previous) })
-	c := &Cluster{opts: Options{Processes: 2}, pools: map[uint32]*pool{}, procs: make([]*proc, 2),
+	c := &Cluster{opts: Options{Processes: 2}, procs: make([]*proc, 2),
 		stopped: make(chan struct{})}
 	dead := &proc{c: c, slot: 0}
 	b := core.RequestBuffer{Strings: []byte("GET/"), Spans: []uint32{0, 3, 3, 1}, ContentLength: -1}

@@ -15,8 +15,9 @@ import (
 // (php_worker_engine_stats), so probes, metrics, the status page and
 // /php_worker/threads read it unchanged:
 //   - threads: every child's, each with "process" (its child's slot);
-//   - pools: summed per pool, with the cluster's generation numbers (the lowest any
-//     child runs, so a restart is done when every child is);
+//   - pools: summed per pool, with the lowest generation any child runs (the runtime
+//     numbers generations for every child alike), so a restart is done when every
+//     child's is;
 //   - opcache: the first child's gate, its counters and memory summed over the
 //     children, with each child's own under "opcache_by_process";
 //   - counters summed over every child the cluster ran, those that died or did not
@@ -115,13 +116,6 @@ func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
 		for _, t := range ts {
 			if tm, ok := t.(map[string]any); ok {
 				tm["process"] = i
-				c.mu.Lock()
-				if id, ok := tm["pool"].(float64); ok {
-					if g, ok := tm["generation"].(float64); ok && id != float64(core.ClassicPool) {
-						tm["generation"] = p.clusterGeneration(uint32(id), uint32(g))
-					}
-				}
-				c.mu.Unlock()
 			}
 			threads = append(threads, t)
 		}
@@ -132,16 +126,6 @@ func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
 				continue
 			}
 			id := num(pm["id"])
-			c.mu.Lock()
-			if id != float64(core.ClassicPool) {
-				if g, ok := pm["generation"].(float64); ok {
-					pm["generation"] = p.clusterGeneration(uint32(id), uint32(g))
-				}
-				if g, ok := pm["staged"].(float64); ok {
-					pm["staged"] = p.clusterGeneration(uint32(id), uint32(g))
-				}
-			}
-			c.mu.Unlock()
 			have, ok := pools[id]
 			if !ok {
 				pools[id] = pm

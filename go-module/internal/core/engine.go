@@ -59,6 +59,10 @@ type Engine struct {
 	delivered   chan struct{}
 	// PHP's post_max_size in bytes (0: no limit), set before the engine is published.
 	postMaxSize int64
+	// applied is the state the engine runs (nil before the first Apply, state.go);
+	// applyMu serialises Applies.
+	applyMu sync.Mutex
+	applied *State
 }
 
 // crossings counts Go↔Rust calls when PHP_WORKER_COUNT_CROSSINGS=1 (the benchmark
@@ -280,8 +284,8 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t, func()) {
 	return (*C.uint8_t)(p), C.size_t(len(b)), func() { C.free(p) }
 }
 
-// NewPool creates worker pool id with a spec (JSON, see php_worker_pool_new).
-func (e *Engine) NewPool(id uint32, spec []byte) error {
+// newPool creates worker pool id with a spec (JSON, see php_worker_pool_new).
+func (e *Engine) newPool(id uint32, spec []byte) error {
 	p, n, free := bytesArg(spec)
 	defer free()
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
@@ -289,8 +293,8 @@ func (e *Engine) NewPool(id uint32, spec []byte) error {
 	})
 }
 
-// ResizeClassic sets the number of classic threads.
-func (e *Engine) ResizeClassic(threads int) error {
+// resizeClassic sets the number of classic threads.
+func (e *Engine) resizeClassic(threads int) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_resize(ptr, C.PHP_WORKER_CLASSIC_POOL, C.uint32_t(threads))
 	})
@@ -313,23 +317,17 @@ func RunSharedStore(request []byte) ([]byte, error) {
 	return takeBytes(out), nil
 }
 
-// ConfigureStores sets the stores' capacities (they belong to the process; the method
-// lets the runtime drive an Engine and a cluster alike).
-func (e *Engine) ConfigureStores(sharedBytes, localBytes int64) {
-	ConfigureStores(sharedBytes, localBytes)
-}
-
-// Autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
+// autoscale sets the autoscaling limits: at most maxThreads PHP threads (0: none
 // added), extra threads ending after maxIdle without a request.
-func (e *Engine) Autoscale(maxThreads int, maxIdle time.Duration) error {
+func (e *Engine) autoscale(maxThreads int, maxIdle time.Duration) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_engine_autoscale(ptr, C.uint32_t(maxThreads), C.uint64_t(maxIdle.Milliseconds()))
 	})
 }
 
-// SetDeadlines sets how long a request may run past its PHP time limit before the core
+// setDeadlines sets how long a request may run past its PHP time limit before the core
 // ends it (negative: never), and how many stuck threads get a replacement.
-func (e *Engine) SetDeadlines(grace time.Duration, maxStuck int) error {
+func (e *Engine) setDeadlines(grace time.Duration, maxStuck int) error {
 	ms := int64(-1)
 	if grace >= 0 {
 		ms = grace.Milliseconds()
@@ -339,34 +337,31 @@ func (e *Engine) SetDeadlines(grace time.Duration, maxStuck int) error {
 	})
 }
 
-// RestartPool starts a new generation of a worker pool (spec nil: the same settings),
-// staged unless activate; it returns the generation.
-func (e *Engine) RestartPool(id uint32, spec []byte, activate bool) (uint32, error) {
+// restartPool starts a new generation of a worker pool, staged unless activate.
+func (e *Engine) restartPool(id uint32, spec []byte, activate bool) error {
 	p, n, free := bytesArg(spec)
 	defer free()
-	var generation C.uint32_t
-	err := e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
-		return C.php_worker_pool_restart(ptr, C.uint32_t(id), p, n, C.bool(activate), &generation)
+	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
+		return C.php_worker_pool_restart(ptr, C.uint32_t(id), p, n, C.bool(activate), nil)
 	})
-	return uint32(generation), err
 }
 
-// ActivatePool makes a staged generation take over its pool.
-func (e *Engine) ActivatePool(id, generation uint32) error {
+// activatePool makes a staged generation take over its pool.
+func (e *Engine) activatePool(id, generation uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_activate(ptr, C.uint32_t(id), C.uint32_t(generation))
 	})
 }
 
-// DiscardPool ends a staged generation that will not take over.
-func (e *Engine) DiscardPool(id, generation uint32) error {
+// discardPool ends a staged generation that will not take over.
+func (e *Engine) discardPool(id, generation uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_discard(ptr, C.uint32_t(id), C.uint32_t(generation))
 	})
 }
 
-// DeletePool removes a pool: it serves what is queued, then its threads end.
-func (e *Engine) DeletePool(id uint32) error {
+// deletePool removes a pool: it serves what is queued, then its threads end.
+func (e *Engine) deletePool(id uint32) error {
 	return e.call(func(ptr *C.php_worker_engine_t) *C.php_worker_error_t {
 		return C.php_worker_pool_delete(ptr, C.uint32_t(id))
 	})

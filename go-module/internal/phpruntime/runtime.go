@@ -43,20 +43,15 @@ type RequestPath interface {
 	PoolWaiting(pool uint32) int
 }
 
-// Control changes the engine and reads its state: its pools, threads, limits and
-// settings, its snapshot and profile, its jobs and its end.
+// Control changes the engine and reads its state: what it runs (its pools, threads,
+// limits and stores, given whole as one core.State), its snapshot and profile, its jobs
+// and its end.
 type Control interface {
 	MarkStopping()
 	Shutdown(grace time.Duration)
-	NewPool(id uint32, spec []byte) error
-	ResizeClassic(threads int) error
-	Autoscale(maxThreads int, maxIdle time.Duration) error
-	SetDeadlines(grace time.Duration, maxStuck int) error
-	ConfigureStores(shared, local int64)
-	RestartPool(id uint32, spec []byte, activate bool) (uint32, error)
-	ActivatePool(id, generation uint32) error
-	DiscardPool(id, generation uint32) error
-	DeletePool(id uint32) error
+	// Apply brings the engine to a state: it makes the changes from the one it runs,
+	// and returns those that failed (core.PoolError names a pool's).
+	Apply(s core.State) error
 	StatsJSON() ([]byte, error)
 	Stats() (*core.Stats, error)
 	ProfileStart(hz int, cpu bool) error
@@ -126,11 +121,59 @@ type Settings interface {
 	ChangedKeys(o Settings) []string
 }
 
-// poolState is what the runtime knows of a worker pool in the running engine.
+// poolState is what the runtime knows of a worker pool in the running engine: its part
+// of the engine's desired state (desired), and its generations, which the runtime
+// numbers for every process alike.
 type poolState struct {
 	key       string
 	committed []byte // the spec of the current config; nil when only the pending one has it
-	staged    uint32 // the generation the pending config staged, or 0
+	// spec is the spec of the generation that takes requests, generation its number.
+	spec       []byte
+	generation uint32
+	staged     *core.StagedGeneration // the pending config's, booting until it commits
+	last       uint32                 // the last number given to a generation of the pool
+}
+
+// next is the number of the pool's next generation: never one given before, even to a
+// generation that failed to start.
+func (st *poolState) next() uint32 {
+	st.last++
+	return st.last
+}
+
+// desired is the state the engine should run: p's threads and limits, and the pools.
+func (rt *Runtime) desired(p *Plan) core.State {
+	s := core.State{Classic: p.Classic, MaxThreads: p.MaxThreads, MaxIdle: p.MaxIdle, TimeoutGrace: p.TimeoutGrace,
+		MaxStuck: p.MaxStuck, SharedStore: p.SharedStore, LocalStore: p.LocalStore}
+	for id, st := range rt.pools {
+		s.Pools = append(s.Pools, core.PoolState{ID: id, Spec: st.spec, Generation: st.generation, Staged: st.staged})
+	}
+	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].ID < s.Pools[j].ID })
+	return s
+}
+
+// applyTo brings engine e to the desired state with p's limits; a failure of a pool's
+// change names its worker.
+func (rt *Runtime) applyTo(e Engine, p *Plan) error {
+	err := e.Apply(rt.desired(p))
+	if err == nil {
+		return nil
+	}
+	var each []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		each = j.Unwrap()
+	} else {
+		each = []error{err}
+	}
+	for i, one := range each {
+		var pe *core.PoolError
+		if errors.As(one, &pe) {
+			if st := rt.pools[pe.Pool]; st != nil {
+				each[i] = fmt.Errorf("worker %s: %w", st.key, pe.Err)
+			}
+		}
+	}
+	return errors.Join(each...)
 }
 
 // Plan is what a config asks of PHP, computed in its Start.
@@ -257,23 +300,25 @@ func (rt *Runtime) Start(p *Plan) error {
 		rt.pending = p
 		return nil
 	}
+	var added []uint32
 	for _, w := range p.Workers {
-		st := rt.pools[w.Pool.id]
-		if st == nil {
-			// A worker new in this config: nothing to keep serving meanwhile.
-			if err := e.NewPool(w.Pool.id, w.Spec); err != nil {
-				rt.abandonStaged(p)
-				return fmt.Errorf("starting worker %s: %w", w.Pool.key, err)
-			}
-			rt.pools[w.Pool.id] = &poolState{key: w.Pool.key}
+		if st := rt.pools[w.Pool.id]; st != nil {
+			st.staged = &core.StagedGeneration{Generation: st.next(), Spec: w.Spec}
 			continue
 		}
-		generation, err := e.RestartPool(w.Pool.id, w.Spec, false)
-		if err != nil {
-			rt.abandonStaged(p)
-			return fmt.Errorf("restarting worker %s: %w", w.Pool.key, err)
+		// A worker new in this config: nothing to keep serving meanwhile.
+		rt.pools[w.Pool.id] = &poolState{key: w.Pool.key, spec: w.Spec, generation: 1, last: 1}
+		added = append(added, w.Pool.id)
+	}
+	if err := rt.applyTo(e, rt.current); err != nil {
+		for _, id := range added {
+			delete(rt.pools, id)
 		}
-		st.staged = generation
+		rt.dropStaged(p)
+		if err := rt.applyTo(e, rt.current); err != nil {
+			rt.Logger().Error("undoing what the new config started", zap.Error(err))
+		}
+		return fmt.Errorf("starting the new config's workers: %w", err)
 	}
 	rt.pending = p
 	rt.Logger().Info("new config staged: its workers boot beside the running ones until it takes over",
@@ -326,28 +371,17 @@ func (rt *Runtime) commit() {
 		return
 	}
 	for _, w := range p.Workers {
-		st := rt.pools[w.Pool.id]
-		if st != nil && st.staged != 0 {
-			if err := e.ActivatePool(w.Pool.id, st.staged); err != nil {
-				rt.Logger().Error("activating the new workers", zap.String("worker", w.Pool.key), zap.Error(err))
-			}
-			st.staged = 0
+		if st := rt.pools[w.Pool.id]; st != nil && st.staged != nil {
+			st.spec, st.generation, st.staged = st.staged.Spec, st.staged.Generation, nil
 		}
 	}
 	rt.commitSpecs(p)
-	if !p.Settings.Equal(rt.settings) {
-		rt.roll(e.(roller), p)
-	}
-	e.ConfigureStores(p.SharedStore, p.LocalStore)
-	if err := e.Autoscale(p.MaxThreads, p.MaxIdle); err != nil {
-		rt.Logger().Error("setting autoscaling", zap.Error(err))
-	}
-	if err := e.SetDeadlines(p.TimeoutGrace, p.MaxStuck); err != nil {
-		rt.Logger().Error("setting request deadlines", zap.Error(err))
+	if err := rt.applyTo(e, p); err != nil {
+		rt.Logger().Error("applying the new config", zap.Error(err))
 	}
 	rt.setMaxStuck(p)
-	if err := e.ResizeClassic(p.Classic); err != nil {
-		rt.Logger().Error("resizing the classic pool", zap.Error(err))
+	if !p.Settings.Equal(rt.settings) {
+		rt.roll(e.(roller), p)
 	}
 	rt.Logger().Info("new config active", zap.Int("classic_threads", p.Classic), zap.Int("max_threads", p.MaxThreads),
 		zap.Int("workers", len(p.Workers)))
@@ -382,18 +416,19 @@ func (rt *Runtime) commitSpecs(p *Plan) {
 func (rt *Runtime) abandonPending() {
 	p := rt.pending
 	rt.pending = nil
-	rt.abandonStaged(p)
+	rt.dropStaged(p)
+	if e := rt.engine.Load().get(); e != nil && rt.current != nil {
+		if err := rt.applyTo(e, rt.current); err != nil {
+			rt.Logger().Error("discarding new workers", zap.Error(err))
+		}
+	}
 }
 
-// abandonStaged discards the generations a plan staged.
-func (rt *Runtime) abandonStaged(p *Plan) {
-	e := rt.engine.Load().get()
+// dropStaged forgets the generations a plan staged; the next Apply discards them.
+func (rt *Runtime) dropStaged(p *Plan) {
 	for _, w := range p.Workers {
-		if st := rt.pools[w.Pool.id]; st != nil && st.staged != 0 {
-			if err := e.DiscardPool(w.Pool.id, st.staged); err != nil {
-				rt.Logger().Error("discarding new workers", zap.String("worker", w.Pool.key), zap.Error(err))
-			}
-			st.staged = 0
+		if st := rt.pools[w.Pool.id]; st != nil {
+			st.staged = nil
 		}
 	}
 }
@@ -409,50 +444,41 @@ func (rt *Runtime) boot(p *Plan) error {
 	procs := max(1, p.Processes)
 	if procs > 1 {
 		// A child that starts taking requests wakes those that found none running.
-		e, err = cluster.New(cluster.Options{Processes: procs, Settings: settings, Shared: p.SharedStore,
-			Local: p.LocalStore, Logger: rt.Logger, Installed: rt.notify})
+		e, err = cluster.New(cluster.Options{Processes: procs, Settings: settings, Logger: rt.Logger, Installed: rt.notify})
 	} else {
 		e, err = core.NewEngine(settings)
 	}
 	if err != nil {
 		return err
 	}
+	// The new engine's pools: the plan's, and the running config's it does not have.
+	// Their generations go on from the last numbers, so a generation seen before the
+	// restart is never taken for one after it.
 	pools := map[uint32]*poolState{}
-	create := func(id uint32, key string, spec []byte) error {
-		if err := e.NewPool(id, spec); err != nil {
-			return fmt.Errorf("starting worker %s: %w", key, err)
+	add := func(id uint32, key string, spec []byte) {
+		st := &poolState{key: key, spec: spec}
+		if old := rt.pools[id]; old != nil {
+			st.committed, st.last = old.committed, old.last
 		}
-		st := rt.pools[id]
-		if st == nil {
-			st = &poolState{key: key}
-		}
-		st.staged = 0
+		st.generation = st.next()
 		pools[id] = st
-		return nil
-	}
-	e.ConfigureStores(p.SharedStore, p.LocalStore)
-	err = e.Autoscale(p.MaxThreads, p.MaxIdle)
-	if err == nil {
-		err = e.SetDeadlines(p.TimeoutGrace, p.MaxStuck)
-	}
-	if err == nil {
-		err = e.ResizeClassic(p.Classic)
 	}
 	for _, w := range p.Workers {
-		if err == nil {
-			err = create(w.Pool.id, w.Pool.key, w.Spec)
-		}
+		add(w.Pool.id, w.Pool.key, w.Spec)
 	}
 	for id, st := range rt.pools {
-		if _, ok := pools[id]; !ok && st.committed != nil && err == nil {
-			err = create(id, st.key, st.committed)
+		if _, ok := pools[id]; !ok && st.committed != nil {
+			add(id, st.key, st.committed)
 		}
 	}
-	if err != nil {
+	running := rt.pools
+	rt.pools = pools
+	if err := rt.applyTo(e, p); err != nil {
+		rt.pools = running
 		e.Shutdown(0)
 		return err
 	}
-	rt.pools, rt.settings, rt.procs = pools, p.Settings, procs
+	rt.settings, rt.procs = p.Settings, procs
 	rt.setMaxStuck(p)
 	rt.engine.Store(&engineRef{e})
 	rt.Logger().Info("PHP engine started", zap.String("version", rt.version), zap.String("core", rt.coreID),
@@ -506,8 +532,8 @@ func (rt *Runtime) removePool(p *Pool) {
 		return
 	}
 	delete(rt.pools, p.id)
-	if e := rt.engine.Load().get(); e != nil {
-		if err := e.DeletePool(p.id); err != nil {
+	if e := rt.engine.Load().get(); e != nil && rt.current != nil {
+		if err := rt.applyTo(e, rt.current); err != nil {
 			rt.Logger().Error("deleting a worker pool", zap.String("worker", p.key), zap.Error(err))
 		}
 	}
@@ -522,16 +548,16 @@ func (rt *Runtime) RestartWatched(p *Pool, files []string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	st, e := rt.pools[p.id], rt.engine.Load().get()
-	if st == nil || e == nil || st.staged != 0 {
+	if st == nil || e == nil || st.staged != nil || rt.current == nil {
 		return
 	}
-	generation, err := e.RestartPool(p.id, nil, true)
-	if err != nil {
-		rt.Logger().Error("restarting a worker after file changes", zap.String("worker", p.key), zap.Error(err))
-		return
-	}
+	st.generation = st.next()
 	rt.Logger().Info("files changed: restarting worker", zap.String("worker", p.key), zap.Strings("files", files),
-		zap.Uint32("generation", generation))
+		zap.Uint32("generation", st.generation))
+	// A child process that failed to restart it is asked again at the next change.
+	if err := rt.applyTo(e, rt.current); err != nil {
+		rt.Logger().Error("restarting a worker after file changes", zap.String("worker", p.key), zap.Error(err))
+	}
 }
 
 // RestartWorkers starts a new, active generation in every worker pool; it returns the
@@ -540,23 +566,21 @@ func (rt *Runtime) RestartWorkers() (map[uint32]uint32, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	e := rt.engine.Load().get()
-	if e == nil {
+	if e == nil || rt.current == nil {
 		return nil, errors.New("PHP is not running")
 	}
-	ids := make([]uint32, 0, len(rt.pools))
-	for id := range rt.pools {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	generations := map[uint32]uint32{}
-	for _, id := range ids {
-		generation, err := e.RestartPool(id, nil, true)
-		if err != nil {
-			return generations, fmt.Errorf("restarting worker %s: %w", rt.pools[id].key, err)
+	for id, st := range rt.pools {
+		if st.staged != nil {
+			continue // a config load restarts it already
 		}
-		generations[id] = generation
+		st.generation = st.next()
+		generations[id] = st.generation
 	}
-	rt.Logger().Info("restarting workers", zap.Int("workers", len(ids)))
+	rt.Logger().Info("restarting workers", zap.Int("workers", len(generations)))
+	if err := rt.applyTo(e, rt.current); err != nil {
+		return generations, fmt.Errorf("restarting workers: %w", err)
+	}
 	return generations, nil
 }
 
