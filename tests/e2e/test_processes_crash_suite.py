@@ -45,7 +45,7 @@ for ($i = 0; $i < (int) $_GET['mb']; $i++) {
 }
 """
 ORPHAN_CRASH = """<?php
-exec('sleep 120 > /dev/null 2>&1 &');
+exec('sleep 120.4242 > /dev/null 2>&1 &');
 pw_crash('segv');
 """
 SLEEP = "<?php usleep((int) ($_GET['ms'] ?? 0) * 1000); echo 'pid=' . getmypid();\n"
@@ -219,7 +219,8 @@ def test_under_load_a_crash_while_a_program_it_started_lives_is_seen(suite):
     assert srv.wait_log(lambda e: e.get("msg") == DIED, count=deaths + 1)
     assert eventually(lambda: len(running_pids(srv)) == 2, timeout=15)
     check_ledger(load.stop(), ledger)
-    subprocess.run(["pkill", "-f", "sleep 120"], check=False)
+    # Its whole command line, and only it: nothing else on the machine is touched.
+    subprocess.run(["pkill", "-KILL", "-x", "-f", "sleep 120.4242"], check=False)
 
 
 def test_under_load_a_stopped_process_is_replaced_and_its_requests_run_elsewhere(suite):
