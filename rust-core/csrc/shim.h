@@ -30,6 +30,7 @@
  *                     and pcntl_signal() handlers
  *   crash.c           the line a fatal signal on a PHP thread leaves on standard error
  *   cli.c             the command line (`caddy php-cli`), in a process of its own
+ *   spawn.c           the programs a PHP thread starts: no signal blocked in them
  * A file calls only files below it in the graph: no file calls back into one that calls
  * it (scripts/check-call-graphs.py checks it).
  *
@@ -161,6 +162,10 @@ void pw_profile_interrupt(void);
 void pw_stop_callback_run(void);
 void pw_stop_callback_release(void);
 void pw_stop_callback_forget(void);
+
+/* spawn.c: the calling PHP thread blocked the host's signals; the programs it starts
+ * (popen(), posix_spawn()) get an empty signal mask. */
+void pw_spawn_thread_blocks_signals(void);
 
 /* crash.c: the calling thread gets (begins) or loses (ends) its PHP context. */
 void pw_crash_trail_thread_begins(void);

@@ -18,6 +18,7 @@
 void pw_shim_thread_init(const char *name, pw_kill_slot *slot)
 {
 	pw_rs_block_host_signals(); /* the host's signals: src/host.rs says which */
+	pw_spawn_thread_blocks_signals(); /* the programs it starts get none blocked */
 	if (name) {
 		pthread_setname_np(pthread_self(), name);
 	}

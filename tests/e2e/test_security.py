@@ -882,6 +882,58 @@ def test_php_threads_leave_the_process_signals_to_go(start_server, tmp_path):
     assert srv.proc.poll() is None
 
 
+SPAWNED_MASKS = r"""<?php
+$blocked = function (string $status) {
+    return preg_match('/^SigBlk:\s*([0-9a-f]+)/m', $status, $m) ? $m[1] : 'none found';
+};
+$out = [];
+$out['shell_exec'] = $blocked(shell_exec('cat /proc/self/status'));
+exec('cat /proc/self/status', $lines);
+$out['exec'] = $blocked(implode("\n", $lines));
+$f = popen('cat /proc/self/status', 'r');
+$out['popen'] = $blocked(stream_get_contents($f));
+pclose($f);
+$p = proc_open(['cat', '/proc/self/status'], [1 => ['pipe', 'w']], $pipes);
+$out['proc_open'] = $blocked(stream_get_contents($pipes[1]));
+proc_close($p);
+$p = proc_open('cat /proc/self/status', [1 => ['pipe', 'w']], $pipes);
+$out['proc_open_shell'] = $blocked(stream_get_contents($pipes[1]));
+proc_close($p);
+// What the mask decides: proc_terminate()'s SIGTERM ends the program.
+$p = proc_open(['sleep', '30'], [], $pipes);
+proc_terminate($p);
+$began = microtime(true);
+while (($st = proc_get_status($p))['running'] && microtime(true) - $began < 5) {
+    usleep(10000);
+}
+$out['terminated'] = ['running' => $st['running'], 'termsig' => $st['termsig']];
+// A stream to a program's input, and its exit status through pclose().
+$f = popen('cat > /dev/null; exit 3', 'w');
+fwrite($f, 'x');
+$out['pclose'] = pclose($f);
+echo json_encode($out);
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_programs_a_script_starts_get_no_blocked_signal(start_server, tmp_path, processes):
+    """PHP threads block the signals Go's runtime takes (the test above). A program a
+    script starts must not inherit that mask: with SIGTERM blocked, proc_terminate(),
+    `timeout` and a plain kill could never end it. Each way PHP starts a program
+    (shell_exec, exec, popen, proc_open with an argv and with a shell command) gives an
+    empty mask; proc_terminate() ends a sleep by SIGTERM, and pclose() returns the
+    program's exit status. In one process and in child processes."""
+    (tmp_path / "spawn.php").write_text(SPAWNED_MASKS)
+    extra = "\t\tprocesses 2" if processes == 2 else ""
+    srv = start_server(f"security-spawn-{processes}", caddyfile=lambda port, admin: caddyfile(
+        port, admin, f"\troot * {tmp_path}\n\tphp_worker\n", global_extra=extra, threads=processes))
+    got = srv.get("/spawn.php", timeout=30).json()
+    masks = {how: got[how] for how in ("shell_exec", "exec", "popen", "proc_open", "proc_open_shell")}
+    assert all(int(mask, 16) == 0 for mask in masks.values()), masks
+    assert got["terminated"] == {"running": False, "termsig": signal.SIGTERM}, got["terminated"]
+    assert got["pclose"] == 3, got["pclose"]
+
+
 # -- Autoscaling against a cgroup's memory limit ----------------------------------------------------------
 
 def test_max_threads_auto_stays_within_the_cgroups_memory_limit(tmp_path):

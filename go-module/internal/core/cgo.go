@@ -13,6 +13,10 @@ package core
 // extensions need, through CGO_LDFLAGS, as scripts/env.sh does:
 // -L<cargo target dir>/release -L$(php-config --prefix)/lib -Wl,--export-dynamic $(php-config --libs).
 
+// PHP's calls that start programs go to rust-core/csrc/spawn.c (--wrap), which starts
+// them with no signal blocked: a PHP thread blocks the signals Go's runtime takes.
+
 // #cgo CFLAGS: -I${SRCDIR}/../../../rust-core/include
 // #cgo LDFLAGS: -lphp_worker -lphp -lm -ldl -lpthread -lrt -lutil -lgcc_s
+// #cgo LDFLAGS: -Wl,--wrap=posix_spawn -Wl,--wrap=posix_spawnp -Wl,--wrap=popen -Wl,--wrap=pclose
 import "C"
