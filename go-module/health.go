@@ -116,7 +116,7 @@ func probe(rt *phpruntime.Runtime, ready bool) healthState {
 				fail("no PHP process runs (those that died wait for their replacement)")
 			}
 			for _, p := range s.Pools {
-				st.Pools = append(st.Pools, healthPool{Worker: p.Worker, Kind: p.Kind, Threads: p.Threads, Ready: p.Ready,
+				st.Pools = append(st.Pools, healthPool{Worker: string(p.Worker), Kind: p.Kind, Threads: p.Threads, Ready: p.Ready,
 					Restarting: p.Restarting, Leaving: p.Leaving})
 				// A restarting pool passes: a background script's old copy may take its
 				// whole shutdown_timeout to end, and an HTTP worker's old generation

@@ -72,9 +72,7 @@ func TestProbesFailWhileNoChildProcessRuns(t *testing.T) {
 	snapshot := func(states ...string) *core.Stats {
 		s := &core.Stats{}
 		for _, state := range states {
-			s.Processes = append(s.Processes, struct {
-				State string `json:"state"`
-			}{state})
+			s.Processes = append(s.Processes, core.ProcessStats{State: state})
 		}
 		return s
 	}

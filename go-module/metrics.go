@@ -179,7 +179,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for state, n := range states {
 			gauge(c.processes, float64(n), state)
 		}
-		counter(c.processCrashes, s.ProcessCrashes)
+		if s.ProcessCrashes != nil {
+			counter(c.processCrashes, *s.ProcessCrashes)
+		}
 	}
 	gauge(c.stuckThreads, float64(s.StuckThreads))
 	counter(c.expiredRequests, s.ExpiredRequests)
@@ -210,11 +212,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			classic = *p
 			continue
 		}
-		w := workers[p.Worker]
+		w := workers[string(p.Worker)]
 		if w == nil {
 			w = &core.PoolStats{Worker: p.Worker}
-			workers[p.Worker] = w
-			order = append(order, p.Worker)
+			workers[string(p.Worker)] = w
+			order = append(order, string(p.Worker))
 		}
 		w.Threads += p.Threads
 		w.Ready += p.Ready

@@ -340,7 +340,7 @@ func TestTheSnapshotAddsItsFieldsToAnEngines(t *testing.T) {
 	c := &Cluster{opts: Options{Processes: 2}}
 	procs := []*proc{{slot: 0, cmd: &exec.Cmd{Process: &os.Process{Pid: 10}}}, {slot: 1, cmd: &exec.Cmd{Process: &os.Process{Pid: 11}}}}
 	procs[0].load.Store(3)
-	raw, err := c.merge(procs, [][]byte{golden, nil})
+	raw, err := mergeRaw(c, procs, golden, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +374,22 @@ func TestTheSnapshotAddsItsFieldsToAnEngines(t *testing.T) {
 		ps[0].(map[string]any)["requests"] != 3.0 || ps[1].(map[string]any)["pid"] != 11.0 {
 		t.Errorf("processes: %v", ps)
 	}
+}
+
+// mergeRaw merges the children's snapshots as they come over the wire (nil: none).
+func mergeRaw(c *Cluster, procs []*proc, raws ...[]byte) ([]byte, error) {
+	snapshots := make([]*core.Stats, len(raws))
+	for i, raw := range raws {
+		if raw == nil {
+			continue
+		}
+		s, err := core.DecodeStats(raw)
+		if err != nil {
+			return nil, err
+		}
+		snapshots[i] = s
+	}
+	return json.Marshal(c.merge(procs, snapshots))
 }
 
 // fieldPaths lists a JSON value's field paths (pools[].duration.sum), sorted.
@@ -650,7 +666,7 @@ func TestTheClustersCountersNeverGoBack(t *testing.T) {
 	type seen struct{ expired, reset, hits, crashes, requests, memory, ownMemory float64 }
 	snapshot := func(procs []*proc, raws ...[]byte) seen {
 		t.Helper()
-		raw, err := c.merge(procs, raws)
+		raw, err := mergeRaw(c, procs, raws...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -687,7 +703,11 @@ func TestTheClustersCountersNeverGoBack(t *testing.T) {
 		t.Errorf("after a death and a replacement: %+v, want the dead child's counts kept: %+v", after, want)
 	}
 	// A late snapshot of the dead child adds nothing twice.
-	c.keepCounts(b, countsOf(half))
+	late, err := core.DecodeStats(lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.keepCounts(b, countsOf(late))
 	if again := snapshot([]*proc{a, b2}, golden, lower); again != after {
 		t.Errorf("the dead child counted again: %+v, was %+v", again, after)
 	}
@@ -738,4 +758,10 @@ func TestEachChildGetsItsShareOfTheState(t *testing.T) {
 	if debug.Classic != 3 || debug.MaxThreads != 0 || len(debug.Pools) != 0 {
 		t.Errorf("the child of debugged requests: %+v", debug)
 	}
+}
+
+// num is a JSON number read into an any.
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
 }

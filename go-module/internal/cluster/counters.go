@@ -3,6 +3,12 @@
 
 package cluster
 
+import (
+	"slices"
+
+	"github.com/php-worker/php_worker/go-module/internal/core"
+)
+
 // The cluster's counters never go back. Prometheus reads a counter that drops as a
 // reset and counts its whole value again, so a child that dies, is rolled, or misses one
 // snapshot must not take its counts out of the sum. Each child keeps what it counted as
@@ -12,148 +18,132 @@ package cluster
 
 // counts is what one child counted, or the sum of several.
 type counts struct {
-	expired float64
-	opcache map[string]float64 // restarts_*, holds_timed_out, and usage's hits and misses
-	pools   map[float64]*poolCounts
+	expired uint64
+	opcache opcacheCounts
+	pools   map[uint32]*poolCounts
+}
+
+// opcacheCounts are the counters of a snapshot's opcache object and of its usage.
+type opcacheCounts struct {
+	restartsOutOfMemory, restartsKeyTableFull, restartsReset, holdsTimedOut uint64
+	hits, misses                                                            uint64
 }
 
 // poolCounts is a pool's counters and histograms.
 type poolCounts struct {
-	crashes, restarts float64
+	crashes, restarts uint64
 	duration, wait    histogramCounts
 }
 
+// histogramCounts is a histogram, once a snapshot had it.
 type histogramCounts struct {
-	buckets     []float64
-	count, sum  float64
+	h           core.Histogram
 	initialized bool
 }
 
-// opcacheCounterKeys are the counters of a snapshot's opcache object.
-var opcacheCounterKeys = []string{"restarts_out_of_memory", "restarts_key_table_full", "restarts_opcache_reset",
-	"holds_timed_out"}
-
-// opcacheUsageCounterKeys are the counters of its usage object.
-var opcacheUsageCounterKeys = []string{"hits", "misses"}
-
 // countsOf reads the counters of one child's snapshot.
-func countsOf(s map[string]any) *counts {
-	c := &counts{expired: num(s["expired_requests"]), opcache: map[string]float64{}, pools: map[float64]*poolCounts{}}
-	if o, ok := s["opcache"].(map[string]any); ok {
-		for _, k := range opcacheCounterKeys {
-			c.opcache[k] = num(o[k])
-		}
-		if u, ok := o["usage"].(map[string]any); ok {
-			for _, k := range opcacheUsageCounterKeys {
-				c.opcache[k] = num(u[k])
-			}
-		}
+func countsOf(s *core.Stats) *counts {
+	o := s.Opcache
+	c := &counts{expired: s.ExpiredRequests, pools: map[uint32]*poolCounts{}, opcache: opcacheCounts{
+		restartsOutOfMemory: o.RestartsOutOfMemory, restartsKeyTableFull: o.RestartsKeyTableFull,
+		restartsReset: o.RestartsReset, holdsTimedOut: o.HoldsTimedOut}}
+	if o.Usage != nil {
+		c.opcache.hits, c.opcache.misses = o.Usage.Hits, o.Usage.Misses
 	}
-	pools, _ := s["pools"].([]any)
-	for _, x := range pools {
-		pm, ok := x.(map[string]any)
-		if !ok {
-			continue
-		}
-		c.pools[num(pm["id"])] = &poolCounts{crashes: num(pm["crashes"]), restarts: num(pm["restarts"]),
-			duration: histogramOf(pm["duration"]), wait: histogramOf(pm["wait"])}
+	for _, p := range s.Pools {
+		c.pools[p.ID] = &poolCounts{crashes: p.Crashes, restarts: p.Restarts,
+			duration: histogramCounts{h: p.Duration, initialized: true}, wait: histogramCounts{h: p.Wait, initialized: true}}
 	}
 	return c
 }
 
-func histogramOf(v any) histogramCounts {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return histogramCounts{}
+// fold is how two counts of one counter become one: most, to keep a child's highest,
+// or sum, to add children up.
+type fold bool
+
+const (
+	most fold = false
+	sum  fold = true
+)
+
+func apply[T uint64 | float64](f fold, a, b T) T {
+	if f == sum {
+		return a + b
 	}
-	h := histogramCounts{count: num(m["count"]), sum: num(m["sum"]), initialized: true}
-	bs, _ := m["buckets"].([]any)
-	for _, b := range bs {
-		h.buckets = append(h.buckets, num(b))
-	}
-	return h
+	return max(a, b)
 }
 
-// combine folds o into c: each counter becomes f of the two (max to keep a child's
-// highest, sum to add children up).
-func (c *counts) combine(o *counts, f func(a, b float64) float64) {
+// combine folds o into c.
+func (c *counts) combine(o *counts, f fold) {
 	if o == nil {
 		return
 	}
-	c.expired = f(c.expired, o.expired)
-	for k, v := range o.opcache {
-		c.opcache[k] = f(c.opcache[k], v)
-	}
+	c.expired = apply(f, c.expired, o.expired)
+	co, oo := &c.opcache, o.opcache
+	co.restartsOutOfMemory = apply(f, co.restartsOutOfMemory, oo.restartsOutOfMemory)
+	co.restartsKeyTableFull = apply(f, co.restartsKeyTableFull, oo.restartsKeyTableFull)
+	co.restartsReset = apply(f, co.restartsReset, oo.restartsReset)
+	co.holdsTimedOut = apply(f, co.holdsTimedOut, oo.holdsTimedOut)
+	co.hits, co.misses = apply(f, co.hits, oo.hits), apply(f, co.misses, oo.misses)
 	for id, op := range o.pools {
 		cp := c.pools[id]
 		if cp == nil {
 			cp = &poolCounts{}
 			c.pools[id] = cp
 		}
-		cp.crashes, cp.restarts = f(cp.crashes, op.crashes), f(cp.restarts, op.restarts)
+		cp.crashes, cp.restarts = apply(f, cp.crashes, op.crashes), apply(f, cp.restarts, op.restarts)
 		cp.duration.combine(op.duration, f)
 		cp.wait.combine(op.wait, f)
 	}
 }
 
-func (h *histogramCounts) combine(o histogramCounts, f func(a, b float64) float64) {
+func (h *histogramCounts) combine(o histogramCounts, f fold) {
 	if !o.initialized {
 		return
 	}
-	h.initialized = true
-	h.count, h.sum = f(h.count, o.count), f(h.sum, o.sum)
-	for i, b := range o.buckets {
-		if i < len(h.buckets) {
-			h.buckets[i] = f(h.buckets[i], b)
+	if !h.initialized {
+		h.initialized = true
+		h.h = core.Histogram{Buckets: slices.Clone(o.h.Buckets), Count: o.h.Count, Sum: o.h.Sum}
+		return
+	}
+	h.h.Count, h.h.Sum = apply(f, h.h.Count, o.h.Count), apply(f, h.h.Sum, o.h.Sum)
+	for i, b := range o.h.Buckets {
+		if i < len(h.h.Buckets) {
+			h.h.Buckets[i] = apply(f, h.h.Buckets[i], b)
 		} else {
-			h.buckets = append(h.buckets, b)
+			h.h.Buckets = append(h.h.Buckets, b)
 		}
 	}
 }
 
 func newCounts() *counts {
-	return &counts{opcache: map[string]float64{}, pools: map[float64]*poolCounts{}}
+	return &counts{pools: map[uint32]*poolCounts{}}
 }
 
-func sum(a, b float64) float64 { return a + b }
-
-func most(a, b float64) float64 { return max(a, b) }
-
-// apply writes the counters into a merged snapshot: the top level's, the opcache
-// object's (its usage too, when it has one), and those of each pool the snapshot lists.
-// A pool no child runs any more is not brought back by its old counts: it is gone from
-// the snapshot as it would be from one process's.
-func (c *counts) apply(merged map[string]any, pools map[float64]map[string]any) {
-	merged["expired_requests"] = c.expired
-	if o, ok := merged["opcache"].(map[string]any); ok {
-		for _, k := range opcacheCounterKeys {
-			o[k] = c.opcache[k]
-		}
-		if u, ok := o["usage"].(map[string]any); ok {
-			for _, k := range opcacheUsageCounterKeys {
-				u[k] = c.opcache[k]
-			}
-		}
+// write puts the counters into a merged snapshot: the top level's, the opcache object's
+// (its usage too, when it has one), and those of each pool the snapshot lists. A pool no
+// child runs any more is not brought back by its old counts: it is gone from the
+// snapshot as it would be from one process's.
+func (c *counts) write(merged *core.Stats) {
+	merged.ExpiredRequests = c.expired
+	o := &merged.Opcache
+	o.RestartsOutOfMemory, o.RestartsKeyTableFull = c.opcache.restartsOutOfMemory, c.opcache.restartsKeyTableFull
+	o.RestartsReset, o.HoldsTimedOut = c.opcache.restartsReset, c.opcache.holdsTimedOut
+	if o.Usage != nil {
+		o.Usage.Hits, o.Usage.Misses = c.opcache.hits, c.opcache.misses
 	}
-	for id, pm := range pools {
-		pc := c.pools[id]
+	for i := range merged.Pools {
+		p := &merged.Pools[i]
+		pc := c.pools[p.ID]
 		if pc == nil {
 			continue
 		}
-		pm["crashes"], pm["restarts"] = pc.crashes, pc.restarts
-		pm["duration"] = pc.duration.value(pm["duration"])
-		pm["wait"] = pc.wait.value(pm["wait"])
+		p.Crashes, p.Restarts = pc.crashes, pc.restarts
+		if pc.duration.initialized {
+			p.Duration = pc.duration.h
+		}
+		if pc.wait.initialized {
+			p.Wait = pc.wait.h
+		}
 	}
-}
-
-// value is the histogram in a snapshot's shape, or was when it has no counts.
-func (h histogramCounts) value(was any) any {
-	if !h.initialized {
-		return was
-	}
-	buckets := make([]any, len(h.buckets))
-	for i, b := range h.buckets {
-		buckets[i] = b
-	}
-	return map[string]any{"buckets": buckets, "count": h.count, "sum": h.sum}
 }

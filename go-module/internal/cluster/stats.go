@@ -5,7 +5,7 @@ package cluster
 
 import (
 	"encoding/json"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/php-worker/php_worker/go-module/internal/core"
@@ -25,25 +25,24 @@ import (
 //   - "processes" lists each child: slot, pid, state, requests held, and the crashes
 //     of the cluster.
 
-// procStats is one child in the snapshot.
-type procStats struct {
-	Process int `json:"process"`
-	PID     int `json:"pid"`
-	// running; restarting (dead, its replacement due); or not_answering (alive, but its
-	// snapshot did not come in time: stopped or hung, and killed if it stays so).
-	State    string `json:"state"`
-	Requests int64  `json:"requests"`
+// StatsJSON is the merged snapshot, in the JSON of one engine's.
+func (c *Cluster) StatsJSON() ([]byte, error) {
+	s, err := c.Stats()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
 }
 
-// StatsJSON is the merged snapshot.
-func (c *Cluster) StatsJSON() ([]byte, error) {
+// Stats is the merged snapshot of the children that answered in time.
+func (c *Cluster) Stats() (*core.Stats, error) {
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
 	if c.debug != nil {
 		procs = append(procs, c.debug) // its slot is one past the others'
 	}
 	c.mu.Unlock()
-	raws := make([][]byte, len(procs))
+	snapshots := make([]*core.Stats, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
 		if p == nil || !p.alive.Load() {
@@ -53,12 +52,12 @@ func (c *Cluster) StatsJSON() ([]byte, error) {
 		go func() {
 			defer wg.Done()
 			if raw, err := p.call(call{Op: opStats}); err == nil {
-				raws[i] = raw
+				snapshots[i], _ = core.DecodeStats(raw)
 			}
 		}()
 	}
 	wg.Wait()
-	return c.merge(procs, raws)
+	return c.merge(procs, snapshots), nil
 }
 
 // SnapshotFields are the fields the cluster adds to one engine's snapshot, as paths
@@ -68,86 +67,69 @@ var SnapshotFields = []string{"threads[].process", "processes", "processes[].pro
 	"processes[].state", "processes[].requests", "process_crashes", "opcache_by_process",
 	"opcache_by_process[].process", "opcache_by_process[].opcache"}
 
-// merge makes the cluster's snapshot of its children's, raws[i] being procs[i]'s (nil:
-// not running).
-func (c *Cluster) merge(procs []*proc, raws [][]byte) ([]byte, error) {
-	merged := map[string]any{}
-	var threads []any
-	pools := map[float64]map[string]any{}
-	var order []float64
-	var list []procStats
-	var opcaches []any
-	for i, raw := range raws {
+// merge makes the cluster's snapshot of its children's, snapshots[i] being procs[i]'s
+// (nil: not running, or no answer in time).
+func (c *Cluster) merge(procs []*proc, snapshots []*core.Stats) *core.Stats {
+	merged := &core.Stats{Threads: []core.ThreadStats{}, Pools: []core.PoolStats{}}
+	first := true
+	for i, s := range snapshots {
 		p := procs[i]
-		ps := procStats{Process: i, State: "restarting"}
+		ps := core.ProcessStats{Process: i, State: "restarting"}
 		if p != nil && p.cmd.Process != nil {
 			ps.PID = p.cmd.Process.Pid
 		}
-		if raw == nil {
+		if s == nil {
 			if p != nil && p.alive.Load() {
 				ps.State = "not_answering"
 			}
-			list = append(list, ps)
+			merged.Processes = append(merged.Processes, ps)
 			continue
 		}
 		ps.State, ps.Requests = "running", p.load.Load()
-		list = append(list, ps)
-		var s map[string]any
-		if json.Unmarshal(raw, &s) != nil {
-			continue
-		}
+		merged.Processes = append(merged.Processes, ps)
 		c.keepCounts(p, countsOf(s))
-		for _, key := range []string{"max_threads", "stuck_threads", "expired_requests"} {
-			merged[key] = num(merged[key]) + num(s[key])
-		}
-		for _, key := range []string{"histogram_bounds", "post_max_size"} {
-			if _, ok := merged[key]; !ok {
-				merged[key] = s[key]
-			}
-		}
-		if _, ok := merged["opcache"]; !ok {
-			// A copy: the sums below must not change the first child's own entry.
-			merged["opcache"] = copyOpcache(s["opcache"])
+		merged.MaxThreads += s.MaxThreads
+		merged.StuckThreads += s.StuckThreads
+		if first {
+			merged.HistogramBounds, merged.PostMaxSize = s.HistogramBounds, s.PostMaxSize
+			merged.Opcache = copyOpcache(s.Opcache) // the sums must not change this child's own
+			first = false
 		} else {
-			mergeOpcacheGauges(merged, s)
+			addOpcacheGauges(&merged.Opcache, s.Opcache)
 		}
-		opcaches = append(opcaches, map[string]any{"process": i, "opcache": s["opcache"]})
-		ts, _ := s["threads"].([]any)
-		for _, t := range ts {
-			if tm, ok := t.(map[string]any); ok {
-				tm["process"] = i
-			}
-			threads = append(threads, t)
+		merged.OpcacheByProcess = append(merged.OpcacheByProcess, core.ProcessOpcache{Process: i, Opcache: s.Opcache})
+		for _, t := range s.Threads {
+			t.Process = &i
+			merged.Threads = append(merged.Threads, t)
 		}
-		ps2, _ := s["pools"].([]any)
-		for _, x := range ps2 {
-			pm, ok := x.(map[string]any)
-			if !ok {
-				continue
+		for _, pl := range s.Pools {
+			if have := poolOf(merged, pl.ID); have != nil {
+				addPool(have, pl)
+			} else {
+				pl.Duration.Buckets = slices.Clone(pl.Duration.Buckets)
+				pl.Wait.Buckets = slices.Clone(pl.Wait.Buckets)
+				merged.Pools = append(merged.Pools, pl)
 			}
-			id := num(pm["id"])
-			have, ok := pools[id]
-			if !ok {
-				pools[id] = pm
-				order = append(order, id)
-				continue
-			}
-			mergePool(have, pm)
 		}
 	}
-	if threads == nil {
-		threads = []any{}
+	slices.SortFunc(merged.Pools, func(a, b core.PoolStats) int { return int(a.ID) - int(b.ID) })
+	c.countedTotal().write(merged)
+	crashes := c.crashes.Load()
+	merged.ProcessCrashes = &crashes
+	if merged.OpcacheByProcess == nil {
+		merged.OpcacheByProcess = []core.ProcessOpcache{}
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
-	poolList := make([]any, 0, len(order))
-	for _, id := range order {
-		poolList = append(poolList, pools[id])
+	return merged
+}
+
+// poolOf is pool id of a snapshot, or nil.
+func poolOf(s *core.Stats, id uint32) *core.PoolStats {
+	for i := range s.Pools {
+		if s.Pools[i].ID == id {
+			return &s.Pools[i]
+		}
 	}
-	merged["threads"], merged["pools"], merged["processes"] = threads, poolList, list
-	c.countedTotal().apply(merged, pools)
-	merged["process_crashes"] = c.crashes.Load()
-	merged["opcache_by_process"] = opcaches
-	return json.Marshal(merged)
+	return nil
 }
 
 // keepCounts records what child p counted as of a snapshot it answered, unless its
@@ -192,98 +174,49 @@ func (c *Cluster) countedTotal() *counts {
 	return total
 }
 
-// mergeOpcacheGauges adds a child's OPcache memory to the merged snapshot's (each
-// child has its shared memory of its own), and keeps the most scripts any caches.
-func mergeOpcacheGauges(merged, s map[string]any) {
-	o, _ := merged["opcache"].(map[string]any)
-	mu, _ := o["usage"].(map[string]any)
-	so, _ := s["opcache"].(map[string]any)
-	su, _ := so["usage"].(map[string]any)
+// addOpcacheGauges adds a child's OPcache memory to the merged snapshot's (each child
+// has its shared memory of its own), and keeps the most scripts any caches.
+func addOpcacheGauges(merged *core.OpcacheStats, o core.OpcacheStats) {
+	mu, su := merged.Usage, o.Usage
 	if mu == nil || su == nil {
 		return
 	}
-	for _, k := range []string{"memory_used", "memory_free", "memory_wasted"} {
-		mu[k] = num(mu[k]) + num(su[k])
-	}
-	mu["cached_scripts"] = max(num(mu["cached_scripts"]), num(su["cached_scripts"]))
+	mu.MemoryUsed += su.MemoryUsed
+	mu.MemoryFree += su.MemoryFree
+	mu.MemoryWasted += su.MemoryWasted
+	mu.CachedScripts = max(mu.CachedScripts, su.CachedScripts)
 }
 
 // copyOpcache copies a snapshot's opcache object and its usage object.
-func copyOpcache(v any) any {
-	o, ok := v.(map[string]any)
-	if !ok {
-		return v
+func copyOpcache(o core.OpcacheStats) core.OpcacheStats {
+	if o.Usage != nil {
+		u := *o.Usage
+		o.Usage = &u
 	}
-	out := make(map[string]any, len(o))
-	for k, x := range o {
-		out[k] = x
-	}
-	if u, ok := o["usage"].(map[string]any); ok {
-		cu := make(map[string]any, len(u))
-		for k, x := range u {
-			cu[k] = x
-		}
-		out["usage"] = cu
-	}
-	return out
+	return o
 }
 
-// mergePool adds child pool o into have.
-func mergePool(have, o map[string]any) {
-	for _, key := range []string{"threads", "ready", "leaving", "failing", "busy", "idle", "base", "max_threads",
-		"queued", "crashes", "restarts"} {
-		have[key] = num(have[key]) + num(o[key])
+// addPool adds a child's pool o into have: its threads and requests summed, the lowest
+// generation any child runs (the runtime numbers generations for every child alike, so
+// a restart is done when every child's is), and each child's routes.
+func addPool(have *core.PoolStats, o core.PoolStats) {
+	have.Threads += o.Threads
+	have.Ready += o.Ready
+	have.Leaving += o.Leaving
+	have.Failing += o.Failing
+	have.Busy += o.Busy
+	have.Idle += o.Idle
+	have.Base += o.Base
+	have.MaxThreads += o.MaxThreads
+	have.Queued += o.Queued
+	have.Crashes += o.Crashes
+	have.Restarts += o.Restarts
+	have.Restarting = have.Restarting || o.Restarting
+	have.Generation = min(have.Generation, o.Generation)
+	if have.Staged == nil {
+		have.Staged = o.Staged
 	}
-	if b, _ := o["restarting"].(bool); b {
-		have["restarting"] = true
-	}
-	if num(o["generation"]) < num(have["generation"]) {
-		have["generation"] = o["generation"]
-	}
-	if have["staged"] == nil {
-		have["staged"] = o["staged"]
-	}
-	for _, key := range []string{"duration", "wait"} {
-		have[key] = mergeHistogram(have[key], o[key])
-	}
-	if g, ok := o["memory_growth"].([]any); ok {
-		h, _ := have["memory_growth"].([]any)
-		have["memory_growth"] = append(h, g...)
-	}
-}
-
-func mergeHistogram(a, b any) any {
-	am, ok1 := a.(map[string]any)
-	bm, ok2 := b.(map[string]any)
-	if !ok1 || !ok2 {
-		return a
-	}
-	ab, _ := am["buckets"].([]any)
-	bb, _ := bm["buckets"].([]any)
-	out := make([]any, max(len(ab), len(bb)))
-	for i := range out {
-		var x, y float64
-		if i < len(ab) {
-			x = num(ab[i])
-		}
-		if i < len(bb) {
-			y = num(bb[i])
-		}
-		out[i] = x + y
-	}
-	return map[string]any{"buckets": out, "count": num(am["count"]) + num(bm["count"]), "sum": num(am["sum"]) + num(bm["sum"])}
-}
-
-func num(v any) float64 {
-	f, _ := v.(float64)
-	return f
-}
-
-// Stats is the merged snapshot, decoded.
-func (c *Cluster) Stats() (*core.Stats, error) {
-	raw, err := c.StatsJSON()
-	if err != nil {
-		return nil, err
-	}
-	return core.DecodeStats(raw)
+	have.Duration.Add(o.Duration)
+	have.Wait.Add(o.Wait)
+	have.MemoryGrowth = append(have.MemoryGrowth, o.MemoryGrowth...)
 }

@@ -24,27 +24,97 @@ var ThreadStates = []string{ThreadStarting, ThreadBooting, ThreadStandby, Thread
 	ThreadStopping, ThreadDone, ThreadStuck}
 
 // Stats is the engine's snapshot (php_worker_engine_stats), as rust-core/src/supervisor/stats.rs
-// writes it.
+// writes it, field for field (rust-core/tests/golden/stats.json has each; the cluster's
+// test checks that a snapshot read and written again loses none). With processes above
+// 1 the cluster merges its children's into one of this type and adds the fields below
+// the line.
 type Stats struct {
-	MaxThreads      int       `json:"max_threads"`
-	HistogramBounds []float64 `json:"histogram_bounds"`
-	Threads         []struct {
-		State string `json:"state"`
-	} `json:"threads"`
-	Pools   []PoolStats  `json:"pools"`
-	Opcache OpcacheStats `json:"opcache"`
+	// The autoscaling limit on PHP threads (0: autoscaling off).
+	MaxThreads int `json:"max_threads"`
+	// The upper bounds (seconds) of the buckets of every histogram.
+	HistogramBounds []float64     `json:"histogram_bounds"`
+	Threads         []ThreadStats `json:"threads"`
+	Pools           []PoolStats   `json:"pools"`
+	Opcache         OpcacheStats  `json:"opcache"`
 	// Threads whose request ran past its deadline and that have not come back, and
 	// the requests answered that way.
 	StuckThreads    int    `json:"stuck_threads"`
 	ExpiredRequests uint64 `json:"expired_requests"`
 	// PHP's post_max_size in bytes (0: no limit).
 	PostMaxSize int64 `json:"post_max_size"`
-	// With processes above 1 (internal/cluster): each child process, and how many
-	// died unasked since the start.
-	Processes []struct {
-		State string `json:"state"`
-	} `json:"processes,omitempty"`
-	ProcessCrashes uint64 `json:"process_crashes,omitempty"`
+
+	// With processes above 1 (internal/cluster): each child process, how many died
+	// unasked since the start, and each one's OPcache.
+	Processes        []ProcessStats   `json:"processes,omitempty"`
+	ProcessCrashes   *uint64          `json:"process_crashes,omitempty"`
+	OpcacheByProcess []ProcessOpcache `json:"opcache_by_process,omitempty"`
+}
+
+// ThreadStats is a PHP thread in the snapshot.
+type ThreadStats struct {
+	Index int `json:"index"`
+	// The OS thread's name: php-<index>.
+	Name string `json:"name"`
+	// One of ThreadStates.
+	State string `json:"state"`
+	Pool  uint32 `json:"pool"`
+	// The worker it runs ("": a classic thread) and the generation it belongs to (0 for
+	// a classic thread).
+	Worker     Name   `json:"worker"`
+	Generation uint32 `json:"generation"`
+	// The request it runs, if any, and for how long it has run.
+	Method    string `json:"method"`
+	URI       string `json:"uri"`
+	RunningMS uint64 `json:"running_ms"`
+	// Requests served since the thread started.
+	Requests uint64 `json:"requests"`
+	// PHP's memory usage at the end of its last request, and a worker's memory from the
+	// system when its script last asked for a request (what max_memory compares), in bytes.
+	Memory     uint64 `json:"memory"`
+	RealMemory uint64 `json:"real_memory"`
+	// The child process it runs in (processes above 1).
+	Process *int `json:"process,omitempty"`
+}
+
+// Name is a worker's name in the snapshot, where a classic thread or pool has null.
+type Name string
+
+// MarshalJSON writes "" as null.
+func (n Name) MarshalJSON() ([]byte, error) {
+	if n == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(n))
+}
+
+// UnmarshalJSON reads null as "".
+func (n *Name) UnmarshalJSON(b []byte) error {
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*n = ""
+	if s != nil {
+		*n = Name(*s)
+	}
+	return nil
+}
+
+// ProcessStats is a child process in the snapshot of a cluster.
+type ProcessStats struct {
+	Process int `json:"process"`
+	PID     int `json:"pid"`
+	// running; restarting (dead, its replacement due); or not_answering (alive, but its
+	// snapshot did not come in time: stopped or hung, and killed if it stays so).
+	State string `json:"state"`
+	// The requests it holds.
+	Requests int64 `json:"requests"`
+}
+
+// ProcessOpcache is one child's OPcache in the snapshot of a cluster.
+type ProcessOpcache struct {
+	Process int          `json:"process"`
+	Opcache OpcacheStats `json:"opcache"`
 }
 
 // OpcacheStats is the OPcache gate in the engine's snapshot (rust-core/src/runtime/opcache.rs).
@@ -72,22 +142,44 @@ type OpcacheUsage struct {
 
 // PoolStats is a pool in the engine's snapshot.
 type PoolStats struct {
-	ID         uint32    `json:"id"`
-	Kind       string    `json:"kind"` // http, task or background
-	Worker     string    `json:"worker"`
-	Generation uint32    `json:"generation"`
-	Threads    int       `json:"threads"`
-	Ready      int       `json:"ready"`
-	Leaving    int       `json:"leaving"`
-	Restarting bool      `json:"restarting"`
-	Failing    int       `json:"failing"`
-	Busy       int       `json:"busy"`
-	Idle       int       `json:"idle"`
-	Queued     int       `json:"queued"`
-	Duration   Histogram `json:"duration"`
-	Wait       Histogram `json:"wait"`
-	Crashes    uint64    `json:"crashes"`
-	Restarts   uint64    `json:"restarts"`
+	ID   uint32 `json:"id"`
+	Kind string `json:"kind"` // http (the classic pool too), task or background
+	// The worker's name ("" for the classic pool).
+	Worker Name `json:"worker"`
+	// The current generation (0 for the classic pool), and one booted but not taking
+	// requests yet.
+	Generation uint32  `json:"generation"`
+	Staged     *uint32 `json:"staged"`
+	// Threads, leaving ones excluded; those of the current generation that booted; those
+	// told to stop that have not ended yet.
+	Threads int `json:"threads"`
+	Ready   int `json:"ready"`
+	Leaving int `json:"leaving"`
+	// A restart is under way (the probes do not fail on it).
+	Restarting bool `json:"restarting"`
+	// Threads whose worker script fails to boot, running a request, waiting for one.
+	Failing int `json:"failing"`
+	Busy    int `json:"busy"`
+	Idle    int `json:"idle"`
+	// The configured threads, and the most the pool may have (0: the engine's limit).
+	Base       int `json:"base"`
+	MaxThreads int `json:"max_threads"`
+	// Requests waiting for a thread.
+	Queued   int       `json:"queued"`
+	Duration Histogram `json:"duration"`
+	Wait     Histogram `json:"wait"`
+	// Worker scripts that ended on an error, and those ended on purpose and started again.
+	Crashes  uint64 `json:"crashes"`
+	Restarts uint64 `json:"restarts"`
+	// The routes whose requests left the worker's scripts using more memory, most first.
+	MemoryGrowth []RouteGrowth `json:"memory_growth"`
+}
+
+// RouteGrowth is a route whose requests left a worker's memory larger.
+type RouteGrowth struct {
+	Path     string `json:"path"`
+	Bytes    uint64 `json:"bytes"`
+	Requests uint64 `json:"requests"`
 }
 
 // Histogram is a Histogram of the snapshot: cumulative counts per bound, count and sum

@@ -602,9 +602,9 @@ func (rt *Runtime) WaitForGenerations(generations map[uint32]uint32, deadline ti
 			switch {
 			case !ok || p.Generation > want:
 			case p.Failing > 0:
-				failed = append(failed, p.Worker)
+				failed = append(failed, string(p.Worker))
 			case p.Ready < p.Threads || p.Threads == 0:
-				waiting = append(waiting, p.Worker)
+				waiting = append(waiting, string(p.Worker))
 			}
 		}
 		if len(waiting) == 0 {
