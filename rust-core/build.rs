@@ -66,11 +66,6 @@ fn main() {
     }
     build.compile("php_worker_shim");
 
-    // csrc/spawn.c stands in for PHP's calls that start programs: the host's link line
-    // wraps them (go-module/internal/core/cgo.go), and so do the core's own tests.
-    for symbol in ["posix_spawn", "posix_spawnp", "popen", "pclose"] {
-        println!("cargo:rustc-link-arg=-Wl,--wrap={symbol}");
-    }
     println!("cargo:rustc-env=PHP_WORKER_PHP_VERSION={}", php_config("--version"));
     let prefix = php_config("--prefix");
     println!("cargo:rustc-env=PHP_WORKER_PHP_BUILD={}", php_build(&prefix));

@@ -10,8 +10,8 @@
  *
  * PHP starts programs two ways: posix_spawn()/posix_spawnp() (proc_open()) and popen()
  * (the others, through VCWD_POPEN). The binary is linked with --wrap for each (the
- * LDFLAGS of go-module/internal/core/cgo.go, and build.rs for the core's own tests), so
- * PHP's calls land here. On a thread that blocked the host's signals for PHP
+ * LDFLAGS of go-module/internal/core/cgo.go), so PHP's calls land here; the end-to-end
+ * suite tests them (test_programs_a_script_starts_get_no_blocked_signal). On a thread that blocked the host's signals for PHP
  * (pw_spawn_thread_blocks_signals, from thread.c), a spawn whose caller set no signal
  * mask of its own starts its program with an empty one; popen() is made over
  * posix_spawn() for that, since glibc's popen() passes no attributes. Elsewhere (the
@@ -39,12 +39,14 @@ void pw_spawn_thread_blocks_signals(void);
 
 extern char **environ;
 
-int __real_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+/* The functions --wrap stands in for. Weak: a binary linked without --wrap (the core's
+ * own tests) never calls the __wrap_ functions, and need not have these. */
+__attribute__((weak)) int __real_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
 	const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
-int __real_posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
+__attribute__((weak)) int __real_posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
-FILE *__real_popen(const char *command, const char *mode);
-int __real_pclose(FILE *stream);
+__attribute__((weak)) FILE *__real_popen(const char *command, const char *mode);
+__attribute__((weak)) int __real_pclose(FILE *stream);
 
 /* Set on a PHP thread once it blocked the host's signals. */
 static __thread int blocks_host_signals;
