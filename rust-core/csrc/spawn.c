@@ -8,10 +8,11 @@
  * proc_open() would start with those signals blocked: proc_terminate() and `timeout`
  * could not end it, nor SIGTERM from anyone, and alarm() would never fire in it.
  *
- * PHP starts programs two ways: posix_spawn()/posix_spawnp() (proc_open()) and popen()
- * (the others, through VCWD_POPEN). The binary is linked with --wrap for each (the
- * LDFLAGS of go-module/internal/core/cgo.go), so PHP's calls land here; the end-to-end
- * suite tests them (test_programs_a_script_starts_get_no_blocked_signal). On a thread that blocked the host's signals for PHP
+ * PHP starts programs three ways: posix_spawn()/posix_spawnp() (proc_open() from PHP
+ * 8.3), fork() then exec (proc_open() before 8.3, and extensions) and popen() (the
+ * others, through VCWD_POPEN). The binary is linked with --wrap for each (the LDFLAGS of
+ * go-module/internal/core/cgo.go), so PHP's calls land here; the end-to-end suite tests
+ * them (test_programs_a_script_starts_get_no_blocked_signal, on PHP 8.4 and 8.2). On a thread that blocked the host's signals for PHP
  * (pw_spawn_thread_blocks_signals, from thread.c), a spawn whose caller set no signal
  * mask of its own starts its program with an empty one; popen() is made over
  * posix_spawn() for that, since glibc's popen() passes no attributes. Elsewhere (the
@@ -45,6 +46,7 @@ __attribute__((weak)) int __real_posix_spawn(pid_t *pid, const char *path, const
 	const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
 __attribute__((weak)) int __real_posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
 	const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+__attribute__((weak)) pid_t __real_fork(void);
 __attribute__((weak)) FILE *__real_popen(const char *command, const char *mode);
 __attribute__((weak)) int __real_pclose(FILE *stream);
 
@@ -95,6 +97,36 @@ int __wrap_posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 	posix_spawnattr_t own;
 	unblocked(&own, attr);
 	return __real_posix_spawnp(pid, file, actions, &own, argv, envp);
+}
+
+/* fork(): the child of a PHP thread gets the default action of every signal Go's runtime
+ * handled, then no signal blocked. It execs a program (proc_open() before PHP 8.3),
+ * which then starts as any program does; or it goes on running PHP (pcntl_fork()), with
+ * no Go runtime behind the handlers it inherited, and then SIGTERM ends it, as it would
+ * end the child of a php-fpm worker. Only async-signal-safe calls after the fork. */
+pid_t __wrap_fork(void)
+{
+	pid_t pid = __real_fork();
+	if (pid != 0 || !blocks_host_signals) {
+		return pid;
+	}
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction was;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &was) != 0) {
+			continue;
+		}
+		if (was.sa_handler != SIG_DFL && was.sa_handler != SIG_IGN) {
+			struct sigaction dfl;
+			memset(&dfl, 0, sizeof dfl);
+			dfl.sa_handler = SIG_DFL;
+			sigemptyset(&dfl.sa_mask);
+			sigaction(sig, &dfl, NULL);
+		}
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	return pid;
 }
 
 /* The streams this popen() opened, for pclose() to wait for their program. */

@@ -911,6 +911,24 @@ $out['terminated'] = ['running' => $st['running'], 'termsig' => $st['termsig']];
 $f = popen('cat > /dev/null; exit 3', 'w');
 fwrite($f, 'x');
 $out['pclose'] = pclose($f);
+// fork() (proc_open() before PHP 8.3 forks, then execs): the child takes SIGTERM's
+// default action, here while it sleeps.
+$pid = pcntl_fork();
+if ($pid === 0) {
+    usleep(10000000);
+    posix_kill(posix_getpid(), SIGKILL);
+}
+posix_kill($pid, SIGTERM);
+$began = microtime(true);
+while (pcntl_waitpid($pid, $status, WNOHANG) === 0) {
+    if (microtime(true) - $began > 5) {
+        posix_kill($pid, SIGKILL);
+        pcntl_waitpid($pid, $status);
+        break;
+    }
+    usleep(10000);
+}
+$out['forked'] = pcntl_wifsignaled($status) ? pcntl_wtermsig($status) : 'exited';
 echo json_encode($out);
 """
 
@@ -921,8 +939,9 @@ def test_programs_a_script_starts_get_no_blocked_signal(start_server, tmp_path, 
     script starts must not inherit that mask: with SIGTERM blocked, proc_terminate(),
     `timeout` and a plain kill could never end it. Each way PHP starts a program
     (shell_exec, exec, popen, proc_open with an argv and with a shell command) gives an
-    empty mask; proc_terminate() ends a sleep by SIGTERM, and pclose() returns the
-    program's exit status. In one process and in child processes."""
+    empty mask; proc_terminate() ends a sleep by SIGTERM, pclose() returns the program's
+    exit status, and a fork()ed child (PHP 8.2's proc_open() forks) takes SIGTERM's
+    default action. In one process and in child processes."""
     (tmp_path / "spawn.php").write_text(SPAWNED_MASKS)
     extra = "\t\tprocesses 2" if processes == 2 else ""
     srv = start_server(f"security-spawn-{processes}", caddyfile=lambda port, admin: caddyfile(
@@ -932,6 +951,7 @@ def test_programs_a_script_starts_get_no_blocked_signal(start_server, tmp_path, 
     assert all(int(mask, 16) == 0 for mask in masks.values()), masks
     assert got["terminated"] == {"running": False, "termsig": signal.SIGTERM}, got["terminated"]
     assert got["pclose"] == 3, got["pclose"]
+    assert got["forked"] == signal.SIGTERM, got["forked"]
 
 
 # -- Autoscaling against a cgroup's memory limit ----------------------------------------------------------

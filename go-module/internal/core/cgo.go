@@ -18,5 +18,5 @@ package core
 
 // #cgo CFLAGS: -I${SRCDIR}/../../../rust-core/include
 // #cgo LDFLAGS: -lphp_worker -lphp -lm -ldl -lpthread -lrt -lutil -lgcc_s
-// #cgo LDFLAGS: -Wl,--wrap=posix_spawn -Wl,--wrap=posix_spawnp -Wl,--wrap=popen -Wl,--wrap=pclose
+// #cgo LDFLAGS: -Wl,--wrap=posix_spawn -Wl,--wrap=posix_spawnp -Wl,--wrap=fork -Wl,--wrap=popen -Wl,--wrap=pclose
 import "C"
