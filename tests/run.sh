@@ -178,7 +178,10 @@ else
 	stage "waiting for the PHP 8.2 build"
 	wait_background php-8.2-build
 	stage "PHP 8.2 (beside the install and image tests): security, faults, survival, workers, reloads, processes, the command line, extensions, parity, Xdebug and the profiler, end to end"
-	PHP_WORKER_CADDY=$PWD/target/php-8.2-tests/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py \
+	# The tests that build an extension (phpize) build it for the PHP this Caddy embeds:
+	# the -O1 build, which build82 left cached (its php-config, at once).
+	php82_config=$(env -u PHP_CONFIG -u PHP_PREFIX -u PHP PHP_WORKER_PHP_OPT=1 PHP_VERSION=8.2 scripts/build-php.sh)
+	PHP_CONFIG=$php82_config PHP_WORKER_CADDY=$PWD/target/php-8.2-tests/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py \
 		tests/e2e/test_survival.py tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py \
 		tests/e2e/test_cli.py tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py \
 		tests/e2e/test_profile.py
