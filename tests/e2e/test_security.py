@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -952,6 +953,21 @@ def test_programs_a_script_starts_get_no_blocked_signal(start_server, tmp_path, 
     assert got["terminated"] == {"running": False, "termsig": signal.SIGTERM}, got["terminated"]
     assert got["pclose"] == 3, got["pclose"]
     assert got["forked"] == signal.SIGTERM, got["forked"]
+    # A script that dies on its memory_limit with a popen() stream open: PHP closes the
+    # stream at the request's end, which waits for its program (no zombie is left), and
+    # the next scripts start programs as before.
+    (tmp_path / "bail.php").write_text("<?php ini_set('memory_limit', '16M'); $f = popen('sleep 0.2; echo x', 'r');"
+                                       " $a = str_repeat('x', 64 << 20); echo 'unreachable';")
+    assert srv.get("/bail.php", timeout=30).status == 500
+    time.sleep(0.5)  # past the program's end, had nothing waited for it
+    pids = [srv.proc.pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(srv.proc.pid)], capture_output=True,
+                                                            text=True).stdout.split()]
+    zombies = [p for p in pids for child in subprocess.run(["pgrep", "-P", str(p)], capture_output=True,
+                                                             text=True).stdout.split()
+               if Path(f"/proc/{child}/stat").exists() and Path(f"/proc/{child}/stat").read_text().split(") ")[1][0] == "Z"]
+    assert not zombies, f"programs of a script that bailed out left as zombies under {zombies}"
+    again = srv.get("/spawn.php", timeout=30).json()
+    assert int(again["popen"], 16) == 0 and again["pclose"] == 3, again
 
 
 # -- Autoscaling against a cgroup's memory limit ----------------------------------------------------------
