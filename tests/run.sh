@@ -28,15 +28,37 @@ cd "$(dirname "$0")/.."
 
 timings=()
 background_pids=() # the background jobs (see background below), as pid:name
+background_cpu=0   # the CPU seconds of the background jobs reaped so far
+mkdir -p target/logs
+children_cpu() { # file: sets cpu_now to the CPU seconds (user + system) of the processes this shell has reaped
+	# `times` here, not in $(...): that subshell would have reaped none of them.
+	times >"$1"
+	cpu_now=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] }; printf "%d", n + 0.5 }' "$1")
+}
 stage_start=$SECONDS
-stage() { # ends the stage running (its time is kept) and names the next
-	[ -z "${stage_name:-}" ] || timings+=("$(printf '%5ds  %s' $((SECONDS - stage_start)) "$stage_name")")
+stage_cpu=0
+stage() { # ends the stage running (its time and CPU are kept) and names the next
+	local cpu
+	children_cpu target/logs/.times
+	cpu=$((cpu_now - background_cpu))
+	[ -z "${stage_name:-}" ] || timings+=("$(printf '%5ds %6ds  %s' $((SECONDS - stage_start)) $((cpu - stage_cpu)) "$stage_name")")
 	stage_name=$1
 	stage_start=$SECONDS
+	stage_cpu=$cpu
 	[ -z "$1" ] || echo "== $1"
 }
+report() { # the time and CPU per stage, then per background job
+	printf '%s\n' "== time per stage (wall, then CPU seconds, user and system)" "${timings[@]}"
+	local f
+	for f in target/logs/*.cpu; do
+		[ -f "$f" ] || continue
+		[ "${printed:-}" ] || { echo "== background jobs (started, ended, CPU seconds)"; printed=1; }
+		printf '%5ds %5ds %6ds  %s\n' $(cat "$f") "$(basename "$f" .cpu)"
+	done
+}
 # At the end, the time per stage; after a failure, the background jobs are stopped too.
-trap 'stage ""; printf "%s\n" "== time per stage" "${timings[@]}"; stop_background' EXIT
+rm -f target/logs/*.cpu
+trap 'stage ""; report; stop_background' EXIT
 
 install_test=${PHP_WORKER_INSTALL_TEST:-1}
 if [ $# -gt 0 ]; then install_test=0; fi            # a selection of tests
@@ -56,7 +78,6 @@ python3 -m unittest discover -s tests/scripts
 # CPU and disk priority: they take what the stages in front leave idle (the end-to-end
 # suite mostly waits on servers, timers and sockets), and never slow those stages down.
 # Each logs to target/logs/<name>.log, shown if it fails.
-mkdir -p target/logs
 background() { # [-n niceness] name, then the command (a function too): runs it niced (19 unless -n), its output in target/logs/<name>.log
 	local nice=19
 	if [ "$1" = -n ]; then
@@ -68,7 +89,13 @@ background() { # [-n niceness] name, then the command (a function too): runs it 
 	(
 		renice -n "$nice" -p "$BASHPID" >/dev/null
 		ionice -c 3 -p "$BASHPID"
-		"$@"
+		started=$SECONDS
+		status=0
+		"$@" || status=$?
+		# When it started and ended (seconds into the run), and the CPU it took.
+		children_cpu "target/logs/$name.times"
+		echo "$started $SECONDS $cpu_now" >"target/logs/$name.cpu"
+		exit $status
 	) >"target/logs/$name.log" 2>&1 &
 	background_pids+=("$!:$name")
 }
@@ -80,6 +107,8 @@ wait_background() { # [name...]: waits for those background jobs (all without a 
 			continue
 		fi
 		wait "${job%%:*}" || { echo "== ${job#*:} failed:"; tail -n 60 "target/logs/${job#*:}.log"; failed=1; }
+		# Its CPU is the shell's children's now: not the stage's.
+		[ ! -f "target/logs/${job#*:}.cpu" ] || background_cpu=$((background_cpu + $(cut -d' ' -f3 "target/logs/${job#*:}.cpu")))
 	done
 	background_pids=("${rest[@]}")
 	return $failed
