@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test, on PHP 8.4 (the default build): the build
-# scripts' unit tests (tests/scripts), rust-core's unit tests (property tests included)
+# and test scripts' unit tests (tests/scripts), rust-core's unit tests (property tests included)
 # and header check, the Go module's unit tests and fuzz targets, the end-to-end suite
 # against the built ./caddy, a quick pass of the benchmark suite as a smoke check, and the
 # install test: the portable binary and the .deb in a clean Debian root
@@ -12,7 +12,7 @@
 # processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
 # What only later stages need is built in the background, at the lowest CPU and disk
-# priority, from the first minute: the test tools (Python modules, the load generator),
+# priority, from the first minute: the end-to-end suite's Python modules,
 # PHP 8.2 and its Caddy, and the static libraries, the portable binary and the .deb, which
 # the install and image tests then run on. They use what the stages in front leave idle.
 #
@@ -70,8 +70,9 @@ for v in "$install_test" "$php82"; do
 done
 
 # Before 15 minutes of building: how the build picks PHP's source and what it says when
-# PHP is behind (fake indexes, a fake mirror and a fake clock; no network).
-stage "build scripts: fetch-source.py's choice, php-currency.py's warnings (tests/scripts)"
+# PHP is behind, which packages the image takes, and the smoke check's load generator
+# (fakes and loopback, no network).
+stage "build and test scripts: fetch-source.py's choice, php-currency.py's warnings, the image's packages, the smoke check's load generator (tests/scripts)"
 python3 -m unittest discover -s tests/scripts
 
 # Builds that only later stages need run in the background from here on, at the lowest
@@ -147,17 +148,16 @@ python_modules() { # the end-to-end suite's Python modules
 		pip_install yaml PyYAML==6.0.3                                 # the Kubernetes manifests' test
 }
 
-stage "build: Debian packages and PHP 8.4 (cached); PHP 8.2, the portable build, oha and the Python modules start in the background"
+stage "build: Debian packages and PHP 8.4 (cached); PHP 8.2, the portable build and the Python modules start in the background"
 # Every package the stages need, in one apt run: the background jobs would otherwise
 # run apt at once and wait on each other's lock.
 deps=(--tests --portable --bench)
 [ "$install_test" = 0 ] || deps+=(--deb --install-test --image)
 scripts/install-deps.sh "${deps[@]}"
-# The tools go first among the background jobs (a nice of 10 against the builds' 19
-# weighs about 7 to 1): the end-to-end suite needs the Python modules, and the smoke check
-# oha, long before anything needs PHP 8.2 or the portable build.
+# The Python modules go first among the background jobs (a nice of 10 against the builds'
+# 19 weighs about 7 to 1): the end-to-end suite needs them long before anything needs
+# PHP 8.2 or the portable build.
 background -n 10 python-modules python_modules
-background -n 10 oha tests/bench/run.sh --tools-only # the benchmark's load generator, from crates.io
 # PHP 8.4 before the jobs that build on it (the portable build's PHP is the same build).
 scripts/build-php.sh >/dev/null
 [ "$php82" = 0 ] || background php-8.2-build build82
@@ -196,7 +196,6 @@ stage "end to end (PHP $("$PHP_CONFIG" --version))"
 python3 -m pytest -q tests/e2e "$@"
 
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
-wait_background oha
 SKIP_BUILD=1 tests/bench/run.sh --quick
 
 [ "$install_test" != 0 ] || echo "== install and image tests: skipped (PHP_WORKER_INSTALL_TEST=0, pytest arguments, or not root)"

@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+import quickload
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "tests" / "bench"
 APPS = BENCH / "apps"
@@ -704,14 +706,14 @@ def round_order(servers, i):
 
 
 def oha(server, path, *, conns=64, duration=None, rate=None, requests=None, extra=()):
-    """Runs oha against the server; returns its summary plus the server's and the
-    generator's CPU seconds during the run (and the most PHP threads it ran, when the
-    server can tell)."""
-    args = ["oha", "--no-tui", "--output-format", "json", "-c", str(conns)]
+    """Runs oha against the server (in the smoke pass, quickload.py in its place); returns
+    its summary plus the server's and the generator's CPU seconds during the run (and the
+    most PHP threads it ran, when the server can tell)."""
     if QUICK and duration and not requests:
         # The smoke pass checks answers, not speed: a count of requests (each connection
         # gets two) rather than a time, which a slow page could pass with none answered.
         duration, requests = None, max(5, int(rate * Quick.short)) if rate else 2 * conns
+    args = ["oha", "--no-tui", "--output-format", "json", "-c", str(conns)]
     if duration:
         args += ["-z", f"{duration}s"]
     if requests:
@@ -719,18 +721,24 @@ def oha(server, path, *, conns=64, duration=None, rate=None, requests=None, extr
     if rate:
         args += ["-q", str(rate), "--latency-correction"]
     args += list(extra)
+    # The generator's CPU: oha's, a child's; quickload's, this process's own.
+    generator = resource.RUSAGE_SELF if QUICK else resource.RUSAGE_CHILDREN
     pids = server.pids()
-    gen_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gen_before = resource.getrusage(generator)
     before, started = cpu_seconds(pids), time.time()
     with ThreadSampler(server) as sampler:
-        p = subprocess.run(args + [server.url(path)], capture_output=True, text=True, timeout=(duration or 60) + 120)
+        if QUICK:
+            d = quickload.run(server.url(path), conns=conns, requests=requests, rate=rate, extra=extra)
+        else:
+            p = subprocess.run(args + [server.url(path)], capture_output=True, text=True,
+                               timeout=(duration or 60) + 120)
+            if p.returncode != 0:
+                raise RuntimeError(f"oha failed: {p.stderr}")
+            d = json.loads(p.stdout)
     wall = time.time() - started
     after = cpu_seconds(pids)
-    gen_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gen_after = resource.getrusage(generator)
     gen_cpu = (gen_after.ru_utime + gen_after.ru_stime) - (gen_before.ru_utime + gen_before.ru_stime)
-    if p.returncode != 0:
-        raise RuntimeError(f"oha failed: {p.stderr}")
-    d = json.loads(p.stdout)
     codes = {int(k): v for k, v in (d.get("statusCodeDistribution") or {}).items()}
     # Requests still in flight when a timed run ends are cut off by oha, not failed.
     errors = sum(v for k, v in (d.get("errorDistribution") or {}).items() if k != "aborted due to deadline")

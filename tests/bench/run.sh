@@ -5,9 +5,9 @@
 #   tests/bench/run.sh           full run (about 15 minutes on 2 cores): writes
 #                                tests/bench/RESULTS.md and tests/bench/results.png
 #   tests/bench/run.sh --quick   every workload briefly, checking every server's answers
+#                                (its own few requests: no oha)
 #   tests/bench/run.sh --go-pgo  writes go-module/default.pgo (tests/bench/go-pgo.py)
-#   tests/bench/run.sh --tools-only   installs the peers and oha, and stops (tests/run.sh
-#                                does it while PHP builds)
+#   tests/bench/run.sh --tools-only   installs the peers and oha, and stops
 #   tests/bench/run.sh --frankenphp PATH --only hello laravel
 #                                FrankenPHP in the same rounds; PATH is its binary, or a folder
 #                                with build-frankenphp.sh and frankenphp-<version>.tar.gz (built
@@ -21,7 +21,9 @@ OHA_VERSION=1.16.0
 
 scripts/install-deps.sh --bench
 export PATH="$HOME/.cargo/bin:$PATH" # rustup's cargo, where cargo install puts oha
-if ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
+# The smoke pass sends its few requests itself (tests/bench/quickload.py): building oha
+# takes about 7 minutes of CPU on a fresh machine.
+if [[ " $* " != *" --quick "* ]] && ! oha --version 2>/dev/null | grep -q "$OHA_VERSION"; then
 	echo "bench: installing oha $OHA_VERSION from crates.io (a few minutes, once)"
 	cargo install oha --version "$OHA_VERSION" --locked --quiet
 fi
