@@ -27,8 +27,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 timings=()
-background_pids=() # the background jobs (see background below), as pid:name
-background_cpu=0   # the CPU seconds of the background jobs reaped so far
+background_pids=() # the background jobs (see background below) not waited for yet, as pid:name
+background_all=()  # every background job, as pid:name
+background_cpu=0   # the CPU seconds of the background jobs that ended so far
+declare -A background_counted # those jobs, by pid
 mkdir -p target/logs
 children_cpu() { # file: sets cpu_now to the CPU seconds (user + system) of the processes this shell has reaped
 	# `times` here, not in $(...): that subshell would have reaped none of them.
@@ -38,8 +40,16 @@ children_cpu() { # file: sets cpu_now to the CPU seconds (user + system) of the 
 stage_start=$SECONDS
 stage_cpu=0
 stage() { # ends the stage running (its time and CPU are kept) and names the next
-	local cpu
+	local cpu job
 	children_cpu target/logs/.times
+	# Bash reaps a background job as soon as it ends, whatever runs then: its CPU joins
+	# the children's, and is not the stage's. (Its pid is gone once it is reaped.)
+	for job in "${background_all[@]}"; do
+		[ -z "${background_counted[${job%%:*}]:-}" ] && [ -f "target/logs/${job#*:}.cpu" ] &&
+			! kill -0 "${job%%:*}" 2>/dev/null || continue
+		background_counted[${job%%:*}]=1
+		background_cpu=$((background_cpu + $(cut -d' ' -f3 "target/logs/${job#*:}.cpu")))
+	done
 	cpu=$((cpu_now - background_cpu))
 	[ -z "${stage_name:-}" ] || timings+=("$(printf '%5ds %6ds  %s' $((SECONDS - stage_start)) $((cpu - stage_cpu)) "$stage_name")")
 	stage_name=$1
@@ -99,6 +109,7 @@ background() { # [-n niceness] name, then the command (a function too): runs it 
 		exit $status
 	) >"target/logs/$name.log" 2>&1 &
 	background_pids+=("$!:$name")
+	background_all+=("$!:$name")
 }
 wait_background() { # [name...]: waits for those background jobs (all without a name); fails if one did
 	local failed=0 job rest=()
@@ -108,8 +119,6 @@ wait_background() { # [name...]: waits for those background jobs (all without a 
 			continue
 		fi
 		wait "${job%%:*}" || { echo "== ${job#*:} failed:"; tail -n 60 "target/logs/${job#*:}.log"; failed=1; }
-		# Its CPU is the shell's children's now: not the stage's.
-		[ ! -f "target/logs/${job#*:}.cpu" ] || background_cpu=$((background_cpu + $(cut -d' ' -f3 "target/logs/${job#*:}.cpu")))
 	done
 	background_pids=("${rest[@]}")
 	return $failed
