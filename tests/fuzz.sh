@@ -6,6 +6,7 @@
 #
 #   tests/fuzz.sh                          every target, 20 s each
 #   FUZZ_TIME=2m tests/fuzz.sh             longer (a Go duration, plain seconds, or Nx for N inputs)
+#   FUZZ_PARALLEL=1 tests/fuzz.sh          one fuzzing worker (default: one per CPU)
 #   tests/fuzz.sh FuzzResolve FuzzCaddyfile  some targets
 #
 # Prints each target's executions (the last "execs" count go test reported).
@@ -57,7 +58,8 @@ for entry in "${targets[@]}"; do
 	# a target runs once more; a real failure names its input, and is never retried.
 	for attempt in 1 2; do
 		status=0
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" "$pkg" 2>&1 | tee "$log" || status=$?
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzz_time" -timeout "$timeout" \
+			${FUZZ_PARALLEL:+-parallel "$FUZZ_PARALLEL"} "$pkg" 2>&1 | tee "$log" || status=$?
 		if [ "$status" -eq 0 ] || [ "$attempt" -eq 2 ] || ! grep -q 'context deadline exceeded' "$log" \
 			|| grep -q 'Failing input written' "$log" || grep -Eq '^\s+(panic|.*_test\.go:[0-9]+:)' "$log"; then
 			break
