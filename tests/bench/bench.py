@@ -15,6 +15,7 @@ line in its list below.
 """
 
 import argparse
+import array
 import datetime
 import hashlib
 import http.client
@@ -146,6 +147,32 @@ def pss_mb(pids):
         except (FileNotFoundError, ProcessLookupError):
             pass
     return total / 2**20
+
+
+def union_mb(pids):
+    """The memory pids take together: every page any of them maps, counted once, whoever
+    else maps it. Unlike the PSS, it does not move with what other processes run (the
+    bench keeps two servers of one binary up at once, and the PSS would divide the
+    binary's pages among both). From /proc/<pid>/pagemap's page frame numbers, which only
+    root reads; None otherwise."""
+    frames = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb", buffering=0) as pagemap:
+                for line in maps:
+                    fields = line.split()
+                    if fields[-1] == "[vsyscall]":
+                        continue
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    pagemap.seek(start // PAGE * 8)
+                    entries = array.array("Q")
+                    entries.frombytes(pagemap.read((end - start) // PAGE * 8))
+                    # Bit 63: present; bits 0-54: the frame number (0 unless root).
+                    frames.update(e & (1 << 55) - 1 for e in entries if e >> 63)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    frames.discard(0)
+    return len(frames) * PAGE / 2**20 if frames else None
 
 
 def rss_mb(pids):
@@ -1689,13 +1716,19 @@ def workload_processes(q):
                              "rounds": [r["ok_rps"] for r in ordered],
                              "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
                              "rss_mb": rss_mb(server.pids()), "pss_mb": pss_mb(server.pids()),
+                             "mem_mb": union_mb(server.pids()),
                              "child_private_mb": sum(map(private_mb, children)) / len(children) if children else None})
                 log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {rows[-1]['cpu_us']:,.0f} µs of CPU "
-                    f"per request, {rows[-1]['pss_mb']:.0f} MB PSS ({rows[-1]['rss_mb']:.0f} MB RSS)")
+                    f"per request, {fmt_mb(rows[-1]['mem_mb'])} MB of memory, {rows[-1]['pss_mb']:.0f} MB PSS "
+                    f"({rows[-1]['rss_mb']:.0f} MB RSS)")
             one, two = rows
+            # What the added child costs: the servers' memory, each page counted once
+            # (union_mb); the PSS's difference, where union_mb cannot read (not root).
+            added = f"{two['mem_mb'] - one['mem_mb']:.0f} MB" if one["mem_mb"] and two["mem_mb"] else \
+                f"{two['pss_mb'] - one['pss_mb']:.0f} MB (PSS)"
             log(f"  {what}: processes 2 at {100 * two['rps'] / one['rps']:.0f}% of processes 1 in throughput, "
                 f"{100 * one['cpu_us'] / two['cpu_us']:.0f}% in CPU per request; "
-                f"{two['pss_mb'] - one['pss_mb']:.0f} MB (PSS) for the added child, "
+                f"{added} for the added child, "
                 f"each child {two['child_private_mb'] or 0:.0f} MB of its own (private memory)")
             out.append({"workload": what, "rows": rows})
         finally:
@@ -1844,6 +1877,11 @@ def machine():
 
 def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
+
+
+def fmt_mb(x):
+    """Megabytes, or a dash when not measured."""
+    return "–" if x is None else f"{x:.0f}"
 
 
 def component_table(w, components, cpu_us):
@@ -2190,17 +2228,18 @@ def write_results(results, elapsed):
     if results.get("processes"):
         w("## 10. processes 2 against processes 1\n")
         w("Worker mode, 4 PHP threads (2 per child with `processes 2`), the same rounds visiting each in turn; "
-          "CPU is the whole process tree's. Memory is the tree's proportional set size once warm (pages the "
-          "processes share, such as the binary's code, counted once): the difference is what the added child "
-          "costs (its own PHP, OPcache and APCu).\n")
-        w("| workload | processes | req/s (median) | rounds | CPU µs per request | PSS MB | vs processes 1 |")
-        w("|---|---:|---:|---|---:|---:|---:|")
+          "CPU is the whole process tree's. Memory is the tree's once warm, every page its processes map counted "
+          "once (the binary's code among them): the difference is what the added child costs (its own PHP, "
+          "OPcache and APCu). The PSS beside it divides the pages both servers share between them, since they "
+          "run at once, so it moves with the other server.\n")
+        w("| workload | processes | req/s (median) | rounds | CPU µs per request | memory MB | PSS MB | vs processes 1 |")
+        w("|---|---:|---:|---|---:|---:|---:|---:|")
         for pair in results["processes"]:
             one = pair["rows"][0]
             for r in pair["rows"]:
                 ratio = f"{100 * r['rps'] / one['rps']:.0f}% req/s, {100 * one['cpu_us'] / r['cpu_us']:.0f}% CPU"
                 w(f"| {pair['workload']} | {r['processes']} | {fmt(r['rps'])} | {' · '.join(fmt(x) for x in r['rounds'])} "
-                  f"| {r['cpu_us']:.0f} | {r['pss_mb']:.0f} | {ratio if r is not one else '–'} |")
+                  f"| {r['cpu_us']:.0f} | {fmt_mb(r.get('mem_mb'))} | {r['pss_mb']:.0f} | {ratio if r is not one else '–'} |")
         w("")
     w("## Targets\n")
     w(targets(results))
