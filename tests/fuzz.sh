@@ -24,13 +24,15 @@ timeout=0
 
 cd go-module
 # Every target as <package dir>:<name>; a name given on the command line is looked up.
+# Read from the test files go list names (those of this build's tags): `go test -list`
+# would compile and link every package's test binary, PHP included, to list them.
 all=()
-for pkg in $(go list -f '{{if .TestGoFiles}}{{.Dir}}{{end}}' ./...); do
-	rel=.${pkg#"$PWD"}
-	for name in $(go test -list '^Fuzz' "$rel" | grep '^Fuzz' || true); do
-		all+=("$rel:$name")
+while read -r dir files; do
+	[ -n "$files" ] || continue
+	for name in $(cd "$dir" && sed -n 's/^func \(Fuzz[[:alnum:]_]*\)(.*/\1/p' $files); do
+		all+=(".${dir#"$PWD"}:$name")
 	done
-done
+done < <(go list -f '{{.Dir}}{{range .TestGoFiles}} {{.}}{{end}}{{range .XTestGoFiles}} {{.}}{{end}}' ./...)
 targets=()
 if [ $# -eq 0 ]; then
 	targets=("${all[@]}")
