@@ -11,10 +11,10 @@
 # target/php-8.2/caddy, stays at -O2): the security, fault, survival, worker, reload,
 # processes, CLI, extension, FrankenPHP-parity, Xdebug and profiler tests.
 #
-# What only later stages need is built in the background, at the lowest CPU and disk
-# priority, from the first minute: the end-to-end suite's Python modules,
-# PHP 8.2 and its Caddy, and the static libraries, the portable binary and the .deb, which
-# the install and image tests then run on. They use what the stages in front leave idle.
+# What only later stages need is built in the background, at a low CPU and the lowest
+# disk priority, from the first minute: the end-to-end suite's Python modules, PHP 8.2
+# and its Caddy, and the static libraries, the portable binary and the .deb, which the
+# install and image tests then run on. They use what the stages in front leave idle.
 #
 #   tests/run.sh                 everything
 #   tests/run.sh -k session      pytest arguments select end-to-end tests (PHP 8.4 only;
@@ -85,9 +85,10 @@ done
 stage "build and test scripts: fetch-source.py's choice, php-currency.py's warnings, the image's packages, the smoke check's load generator (tests/scripts)"
 python3 -m unittest discover -s tests/scripts
 
-# Builds that only later stages need run in the background from here on, at the lowest
-# CPU and disk priority: they take what the stages in front leave idle (the end-to-end
-# suite mostly waits on servers, timers and sockets), and never slow those stages down.
+# Builds that only later stages need run in the background from here on, at a low CPU
+# and the lowest disk priority: they take what the stages in front leave idle (the
+# end-to-end suite mostly waits on servers, timers and sockets), and barely slow those
+# stages down.
 # Each logs to target/logs/<name>.log, shown if it fails.
 background() { # [-n niceness] name, then the command (a function too): runs it niced (19 unless -n), its output in target/logs/<name>.log
 	local nice=19
@@ -169,7 +170,10 @@ scripts/install-deps.sh "${deps[@]}"
 background -n 10 python-modules python_modules
 # PHP 8.4 before the jobs that build on it (the portable build's PHP is the same build).
 scripts/build-php.sh >/dev/null
-[ "$php82" = 0 ] || background php-8.2-build build82
+# PHP 8.2 ahead of the install test (a nice of 10 against 19): on a fresh machine the
+# run waits for PHP 8.2 once the smoke check ends, while the install test has until the
+# end, and the PHP 8.2 stage leaves it more than a CPU.
+[ "$php82" = 0 ] || background -n 10 php-8.2-build build82
 [ "$install_test" = 0 ] || background install-test install_test_run
 
 stage "build: rust-core and ./caddy on PHP 8.4"
