@@ -59,10 +59,10 @@ stage() { # ends the stage running (its time and CPU are kept) and names the nex
 }
 report() { # the time and CPU per stage, then per background job
 	printf '%s\n' "== time per stage (wall, then CPU seconds, user and system)" "${timings[@]}"
-	local f
+	local f printed=
 	for f in target/logs/*.cpu; do
 		[ -f "$f" ] || continue
-		[ "${printed:-}" ] || { echo "== background jobs (started, ended, CPU seconds)"; printed=1; }
+		[ -n "$printed" ] || { echo "== background jobs (started, ended, CPU seconds)"; printed=1; }
 		printf '%5ds %5ds %6ds  %s\n' $(cat "$f") "$(basename "$f" .cpu)"
 	done
 }
