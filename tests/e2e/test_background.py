@@ -56,9 +56,11 @@ echo json_encode(array_combine($_GET['k'] ?? [], array_map('php_worker_shared_ge
 """
 
 
-def shared(srv, *keys, resend=False):
+def shared(srv, *keys):
+    """The shared table's values of keys. Sent again if its connection closes unanswered:
+    the tests read it right after config loads too (see Server.request)."""
     query = "&".join(f"k[]={k}" for k in keys)
-    return srv.get(f"/bg-read.php?{query}", resend=resend).json()
+    return srv.get(f"/bg-read.php?{query}", resend=True).json()
 
 
 def background_caddyfile(tmp_path, extra=""):
@@ -119,7 +121,7 @@ def test_background_worker_counts_survives_a_crash_and_a_reload_and_stops_on_tim
     status, body = srv.load(retyped)
     assert status != 200 and "cannot become a task worker" in body, body
     ticks = shared(srv, "bg:ticks")["bg:ticks"]
-    assert eventually(lambda: shared(srv, "bg:ticks", resend=True)["bg:ticks"] > ticks + 5)
+    assert eventually(lambda: shared(srv, "bg:ticks")["bg:ticks"] > ticks + 5)
     assert shared(srv, "bg:starts", "bg:version") == {"bg:starts": 3, "bg:version": "v2"}
 
     # The admin API's restart restarts it too.
