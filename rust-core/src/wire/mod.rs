@@ -3,7 +3,7 @@
 //! The Caddy process hands a child its requests over one Unix stream socket and reads
 //! the responses back (go-module/internal/cluster). In the child, the request path is
 //! the core's: a reader thread of its own takes the submissions and queues them for the
-//! PHP threads, and the PHP threads write their responses, body reads, log lines and
+//! PHP threads (it looks again a moment before it sleeps: see [`linger`]), and the PHP threads write their responses, body reads, log lines and
 //! shared table operations to the socket themselves. Go's runtime in the child only
 //! serves the control calls, which the reader thread queues for it
 //! (php_worker_wire_call_next()). A request thus costs the child no call into Go and no
@@ -13,6 +13,7 @@
 //! The frames' kinds and layouts are the PHP_WORKER_WIRE_* constants of the ABI.
 
 pub mod frame;
+pub mod linger;
 pub mod link;
 
 use std::collections::{HashMap, VecDeque};
@@ -36,6 +37,7 @@ use crate::host::{Level, RemoteHost, block_host_signals};
 use crate::request::{Request, RunState, TakenMark};
 use crate::supervisor::engine::Engine;
 use frame::{FrameReader, ReadEnd, RespondPart, pack_log, response_parts, unpack_submit};
+use linger::LingeringSocket;
 use link::{Link, Refused};
 
 /// The largest body piece one RESPOND frame carries: a PHP write of any size
@@ -140,7 +142,7 @@ impl Wire {
             .name("php_worker wire".into())
             .spawn(move || {
                 block_host_signals();
-                let end = catch_unwind(AssertUnwindSafe(|| serving.serve(FrameReader::new(std::fs::File::from(reading)))));
+                let end = catch_unwind(AssertUnwindSafe(|| serving.serve(FrameReader::new(LingeringSocket::new(reading)))));
                 if end.is_err() {
                     serving.post_log(Level::Error, "the wire's reader failed (a panic); this PHP process ends");
                 }
