@@ -5,9 +5,8 @@
 //! the core's: a reader thread of its own takes the submissions and queues them for the
 //! PHP threads (it looks again a moment before it sleeps: see [`linger`]), and the PHP
 //! threads write their responses, body reads, log lines and shared table operations to
-//! the socket themselves. Go's runtime in the child only
-//! serves the control calls, which the reader thread queues for it
-//! (php_worker_wire_call_next()). A request thus costs the child no call into Go and no
+//! the socket themselves. Go's runtime in the child only serves the control calls,
+//! which the reader thread queues for it (php_worker_wire_call_next()). A request thus costs the child no call into Go and no
 //! wake-up of a goroutine: a process whose Go runtime idles between requests would wake
 //! its scheduler and its monitor thread for each of them.
 //!
