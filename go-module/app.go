@@ -25,6 +25,12 @@ import (
 // maxProcesses bounds the processes option: each child runs a whole PHP.
 const maxProcesses = 64
 
+// The values of cpu_affinity.
+const (
+	cpuAffinityAuto = "auto"
+	cpuAffinityOff  = "off"
+)
+
 // App is the php_worker app: the PHP settings of a config and its workers. PHP starts
 // in Start (never in Provision, so `caddy validate` and `caddy adapt` start no PHP) and
 // keeps running across config reloads: a reload restarts the workers (new PHP code is
@@ -53,6 +59,15 @@ type App struct {
 	// restarts the processes one at a time. See docs/processes.md. Default: 1, PHP in
 	// the Caddy process.
 	Processes int `json:"processes,omitempty"`
+
+	// Where the children of processes N run: "auto" gives each child CPUs of its own
+	// among those the server may use (whole cores, next to one another), when there are
+	// at least as many CPUs as children, so each child's PHP code stays warm in its CPU's
+	// caches; "off" lets the kernel place every thread. The Caddy process and the child
+	// of debugged requests run on every CPU either way; requests go to the least busy
+	// child, so a child whose CPUs are taken by other work gets fewer. Changing it
+	// restarts PHP. Default: auto.
+	CPUAffinity string `json:"cpu_affinity,omitempty"`
 
 	// After this many requests a PHP thread starts a fresh PHP context, classic and
 	// worker threads alike (a worker's script ends first, as with its own max_requests,
@@ -411,6 +426,9 @@ func (a *App) Validate() error {
 	if a.Processes < 0 || a.Processes > maxProcesses {
 		return fmt.Errorf("processes must be between 1 and %d, got %d", maxProcesses, a.Processes)
 	}
+	if a.CPUAffinity != "" && a.CPUAffinity != cpuAffinityAuto && a.CPUAffinity != cpuAffinityOff {
+		return fmt.Errorf("cpu_affinity must be auto or off, got %q", a.CPUAffinity)
+	}
 	if a.MaxThreads < 0 && a.MaxThreads != ThreadLimitAuto {
 		return fmt.Errorf("max_threads must be a positive number or auto, got %d", a.MaxThreads)
 	}
@@ -536,7 +554,7 @@ func (a *App) makePlan() (*plan, error) {
 		pools[i] = phpruntime.PoolPlan{Pool: w.pool, Spec: w.spec()}
 	}
 	return &plan{
-		Plan: phpruntime.Plan{Settings: a.engineSettings(), Processes: a.Processes, Classic: total - workerThreads, Workers: pools,
+		Plan: phpruntime.Plan{Settings: a.engineSettings(), Processes: a.Processes, PinCPUs: a.CPUAffinity != cpuAffinityOff, Classic: total - workerThreads, Workers: pools,
 			Grace: time.Duration(a.ShutdownTimeout), MaxThreads: maxThreads, MaxIdle: time.Duration(a.MaxIdleTime),
 			SharedStore: a.SharedStoreSize, LocalStore: a.LocalStoreSize,
 			TimeoutGrace: time.Duration(a.TimeoutGrace), MaxStuck: a.MaxStuckThreads},

@@ -23,6 +23,7 @@ import (
 //			num_threads <n>
 //			max_threads <n>|auto
 //			processes <n>
+//			cpu_affinity auto|off
 //			max_idle_time <duration>
 //			max_wait_time <duration>
 //			shutdown_timeout <duration>
@@ -131,6 +132,10 @@ func (a *App) unmarshal(d *caddyfile.Dispenser, dl dialect) error {
 					return err
 				}
 				a.Processes = n
+			case "cpu_affinity":
+				if !d.AllArgs(&a.CPUAffinity) {
+					return d.ArgErr()
+				}
 			case "max_threads":
 				var v string
 				if !d.AllArgs(&v) {

@@ -32,6 +32,7 @@ func TestGlobalOption(t *testing.T) {
 		timeout_grace 3s
 		max_stuck_threads 4
 		processes 3
+		cpu_affinity off
 		php_ini memory_limit 128M
 		php_ini extension redis.so
 		php_ini {
@@ -60,6 +61,7 @@ func TestGlobalOption(t *testing.T) {
 		TimeoutGrace:        caddy.Duration(3 * time.Second),
 		MaxStuckThreads:     4,
 		Processes:           3,
+		CPUAffinity:         "off",
 		PHPIni: PHPIni{"memory_limit": {"256M"}, "display_errors": {"0"}, "error_reporting": {"E_ALL & ~E_DEPRECATED"},
 			"extension": {"redis.so", "apcu.so"}, "zend_extension": {"xdebug.so"}},
 	}
@@ -413,6 +415,22 @@ func TestProcessesValidation(t *testing.T) {
 		if err := app.Validate(); (err == nil) != ok {
 			t.Errorf("processes %d: error %v", n, err)
 		}
+	}
+}
+
+func TestCPUAffinityValidation(t *testing.T) {
+	for v, ok := range map[string]bool{"": true, "auto": true, "off": true, "on": false, "0-1": false} {
+		app := App{Processes: 2, CPUAffinity: v}
+		if err := app.Validate(); (err == nil) != ok {
+			t.Errorf("cpu_affinity %q: error %v", v, err)
+		}
+	}
+	d := caddyfile.NewTestDispenser(`php_worker {
+		cpu_affinity
+	}`)
+	var app App
+	if err := app.UnmarshalCaddyfile(d); err == nil {
+		t.Error("cpu_affinity without a value: no error")
 	}
 }
 

@@ -57,6 +57,9 @@ type Options struct {
 	// mutex held: it must not call the cluster): requests that found no child running
 	// wait for it.
 	Installed func()
+	// PinCPUs runs each child on CPUs of its own among those this process may use
+	// (cpus.go), when there are at least as many as children.
+	PinCPUs bool
 }
 
 // ChildCommand is the name of the command a child runs.
@@ -113,6 +116,8 @@ type Cluster struct {
 	// Guarded by mu; parkTimer tells whether expireParked is due.
 	parked    []parkedRequest
 	parkTimer bool
+	// cpus are the CPUs of each slot's child (none: the kernel places it).
+	cpus [][]int
 }
 
 // New starts the children and waits until each runs PHP, with nothing to run until
@@ -126,6 +131,9 @@ func New(opts Options) (*Cluster, error) {
 		opts.Command = []string{selfExe, ChildCommand}
 	}
 	c := &Cluster{opts: opts, stopped: make(chan struct{})}
+	if opts.PinCPUs {
+		c.cpus = c.shareCPUs()
+	}
 	c.procs = make([]*proc, opts.Processes)
 	var first error
 	for i := range c.procs {
@@ -139,6 +147,21 @@ func New(opts Options) (*Cluster, error) {
 	}
 	c.readPostMaxSize()
 	return c, nil
+}
+
+// shareCPUs splits the CPUs this process may use among the children, or says why not.
+func (c *Cluster) shareCPUs() [][]int {
+	cpus, err := processCPUs()
+	if err != nil {
+		c.logger().Warn("cpu_affinity: the kernel places the PHP processes", zap.Error(err))
+		return nil
+	}
+	shares := cpuShares(cpus, c.opts.Processes)
+	if shares == nil {
+		c.logger().Info("cpu_affinity: fewer CPUs than PHP processes; the kernel places them",
+			zap.Int("cpus", len(cpus)), zap.Int("processes", c.opts.Processes))
+	}
+	return shares
 }
 
 func (c *Cluster) logger() *zap.Logger {

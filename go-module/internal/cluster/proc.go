@@ -104,7 +104,11 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 	// The child dies with the Caddy process, and a terminal's Ctrl-C (sent to the whole
 	// process group) reaches only the Caddy process, which drains the children itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	err = cmd.Start()
+	var cpus []int
+	if i < len(c.cpus) {
+		cpus = c.cpus[i] // the debug child, past the slots, goes where the kernel puts it
+	}
+	pinned, err := startOn(cmd, cpus)
 	theirs.Close()
 	table.Close()
 	errWrite.Close()
@@ -144,7 +148,11 @@ func (c *Cluster) spawnWithBackoff(i int, backoff time.Duration) (*proc, error) 
 		p.stop()
 		return nil, fmt.Errorf("starting PHP process %d: %w", i, err)
 	}
-	c.logger().Info("PHP process started", zap.Int("process", i), zap.Int("pid", cmd.Process.Pid))
+	fields := []zap.Field{zap.Int("process", i), zap.Int("pid", cmd.Process.Pid)}
+	if pinned {
+		fields = append(fields, zap.String("cpus", cpuList(cpus)))
+	}
+	c.logger().Info("PHP process started", fields...)
 	return p, nil
 }
 

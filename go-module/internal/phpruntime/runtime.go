@@ -90,6 +90,7 @@ type Runtime struct {
 	changed  atomic.Pointer[chan struct{}] // closed whenever the engine or its pools change
 	settings Settings                      // of the running engine
 	procs    int                           // the running engine's processes (1: this one)
+	pinCPUs  bool                          // whether its children run on CPUs of their own
 	current  *Plan
 	pending  *Plan
 	pools    map[uint32]*poolState // the worker pools of the running engine
@@ -182,9 +183,12 @@ type Plan struct {
 	// Processes runs PHP in this many supervised child processes (1: in this one); a
 	// change needs a new engine.
 	Processes int
-	Classic   int
-	Workers   []PoolPlan
-	Grace     time.Duration
+	// PinCPUs runs each child on CPUs of its own (cluster.Options.PinCPUs); a change
+	// needs a new engine.
+	PinCPUs bool
+	Classic int
+	Workers []PoolPlan
+	Grace   time.Duration
 	// Autoscaling: the most PHP threads (0: none added) and how long an extra thread
 	// may stay idle.
 	MaxThreads int
@@ -244,7 +248,8 @@ func (rt *Runtime) requestPath() RequestPath {
 // sameEngine tells whether an engine started for the running one's plan would run
 // as p asks, or can be brought to by a rolling restart of its processes.
 func (rt *Runtime) sameEngine(p *Plan) bool {
-	return max(1, p.Processes) == rt.procs && (p.Settings.Equal(rt.settings) || rt.rolls())
+	return max(1, p.Processes) == rt.procs && (rt.procs == 1 || p.PinCPUs == rt.pinCPUs) &&
+		(p.Settings.Equal(rt.settings) || rt.rolls())
 }
 
 // roller is an engine of several processes that restarts them one at a time with new
@@ -356,13 +361,15 @@ func (rt *Runtime) commit() {
 		msg := "php_ini changed: restarting PHP; requests wait for it"
 		if max(1, p.Processes) != rt.procs {
 			msg = "processes changed: restarting PHP; requests wait for it"
+		} else if p.PinCPUs != rt.pinCPUs {
+			msg = "cpu_affinity changed: restarting PHP; requests wait for it"
 		}
 		rt.Logger().Info(msg, zap.Strings("changed", rt.settings.ChangedKeys(p.Settings)), zap.Int("processes", max(1, p.Processes)))
 		rt.shutdownEngine(p.Grace)
 		if err := rt.boot(p); err != nil {
 			rt.Logger().Error("PHP does not start with the new php_ini; starting it with the previous one", zap.Error(err))
 			fallback := *p
-			fallback.Settings, fallback.Processes = rt.settings, rt.procs
+			fallback.Settings, fallback.Processes, fallback.PinCPUs = rt.settings, rt.procs, rt.pinCPUs
 			if err := rt.boot(&fallback); err != nil {
 				rt.Logger().Error("PHP does not start", zap.Error(err))
 			}
@@ -444,7 +451,7 @@ func (rt *Runtime) boot(p *Plan) error {
 	procs := max(1, p.Processes)
 	if procs > 1 {
 		// A child that starts taking requests wakes those that found none running.
-		e, err = cluster.New(cluster.Options{Processes: procs, Settings: settings, Logger: rt.Logger, Installed: rt.notify})
+		e, err = cluster.New(cluster.Options{Processes: procs, PinCPUs: p.PinCPUs, Settings: settings, Logger: rt.Logger, Installed: rt.notify})
 	} else {
 		e, err = core.NewEngine(settings)
 	}
@@ -478,7 +485,7 @@ func (rt *Runtime) boot(p *Plan) error {
 		e.Shutdown(0)
 		return err
 	}
-	rt.settings, rt.procs = p.Settings, procs
+	rt.settings, rt.procs, rt.pinCPUs = p.Settings, procs, p.PinCPUs
 	rt.setMaxStuck(p)
 	rt.engine.Store(&engineRef{e})
 	rt.Logger().Info("PHP engine started", zap.String("version", rt.version), zap.String("core", rt.coreID),
