@@ -270,8 +270,9 @@ class PhpWorker(Server):
     """./caddy with php_worker: worker mode when `worker` names a script, else classic."""
 
     def __init__(self, app, threads, worker=None, max_requests=0, env=None, label=None, binary=CADDY,
-                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None, admin=False, processes=1):
+                 max_threads=0, unbuffered=False, unbuffered_requests=False, ini=None, admin=False, processes=1, cpu_affinity=None):
         super().__init__()
+        self.cpu_affinity = cpu_affinity  # the cpu_affinity option, if set
         self.processes = processes  # PHP in this many child processes (the processes option)
         self.ini = ini or {}  # php_ini settings over the defaults
         self.app, self.threads, self.worker, self.max_requests = app, threads, worker, max_requests
@@ -321,6 +322,7 @@ class PhpWorker(Server):
         buffering = "\t\tresponse_buffer off\n" if self.unbuffered else ""
         buffering += "\t\trequest_buffer off\n" if self.unbuffered_requests else ""
         buffering += f"\t\tprocesses {self.processes}\n" if self.processes > 1 else ""
+        buffering += f"\t\tcpu_affinity {self.cpu_affinity}\n" if self.cpu_affinity else ""
         (d / "Caddyfile").write_text(f"""{{
 	{admin}
 	persist_config off
@@ -1681,15 +1683,20 @@ def workload_io(q, pg, variant):
 def workload_processes(q):
     """`processes 2` against `processes 1`: hello world and the Laravel page in worker mode
     (4 threads), the same rounds visiting each in turn; the hand-over to a child process
-    is on every request. Then the memory an added child costs, once warm."""
+    is on every request; and `processes 2` with `cpu_affinity off`, the children where the
+    kernel puts them. Then the memory an added child costs, once warm."""
     env = {"LARAVEL_CACHE_DIR": str(WORK / "laravel-processes")}
+    # processes 1; processes 2 as configured by default (each child on a CPU of its own);
+    # and processes 2 with the kernel placing every thread, for what the CPUs give.
+    shapes = [(1, None, ""), (2, None, ""), (2, "off", ", cpu_affinity off")]
     pairs = [
-        ("hello world", "/", is_hello, 64, [], [PhpWorker("hello", threads=4, worker="worker.php", processes=n,
-                                                          label=f"hello, worker, 4 threads, processes {n}") for n in (1, 2)]),
+        ("hello world", "/", is_hello, 64, [], [PhpWorker("hello", threads=4, worker="worker.php", processes=n, cpu_affinity=a,
+                                                          label=f"hello, worker, 4 threads, processes {n}{label}")
+                                                for n, a, label in shapes]),
         ("Laravel page", LARAVEL_PAGE, is_laravel_page, 32, None,
-         [PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", processes=n,
-                    env=dict(env, LARAVEL_CACHE_DIR=str(WORK / f"laravel-processes-{n}")),
-                    label=f"Laravel 8, worker, 4 threads, processes {n}") for n in (1, 2)]),
+         [PhpWorker(LARAVEL_APP, threads=4, worker="public/worker.php", processes=n, cpu_affinity=a,
+                    env=dict(env, LARAVEL_CACHE_DIR=str(WORK / f"laravel-processes-{n}{a or ''}")),
+                    label=f"Laravel 8, worker, 4 threads, processes {n}{label}") for n, a, label in shapes]),
     ]
     out = []
     for what, path, probe, conns, extra, servers in pairs:
@@ -1712,7 +1719,8 @@ def workload_processes(q):
                 peak = ordered[len(ordered) // 2]
                 # The children are the Caddy process's PHP processes (php-worker-child).
                 children = [pid for pid in server.pids() if pid != server.proc.pid]
-                rows.append({"server": server.name, "processes": server.processes, "rps": peak["ok_rps"],
+                shape = f"{server.processes}" + (f", cpu_affinity {server.cpu_affinity}" if server.cpu_affinity else "")
+                rows.append({"server": server.name, "processes": shape, "rps": peak["ok_rps"],
                              "rounds": [r["ok_rps"] for r in ordered],
                              "cpu_us": peak["server_cpu_s"] / max(1, peak["ok"]) * 1e6,
                              "rss_mb": rss_mb(server.pids()), "pss_mb": pss_mb(server.pids()),
@@ -1721,7 +1729,7 @@ def workload_processes(q):
                 log(f"    {server.name}: median {peak['ok_rps']:,.0f} req/s, {rows[-1]['cpu_us']:,.0f} µs of CPU "
                     f"per request, {fmt_mb(rows[-1]['mem_mb'])} MB of memory, {rows[-1]['pss_mb']:.0f} MB PSS "
                     f"({rows[-1]['rss_mb']:.0f} MB RSS)")
-            one, two = rows
+            one, two, off = rows
             # What the added child costs: the servers' memory, each page counted once
             # (union_mb); the PSS's difference, where union_mb cannot read (not root).
             added = f"{two['mem_mb'] - one['mem_mb']:.0f} MB" if one["mem_mb"] and two["mem_mb"] else \
@@ -1730,6 +1738,8 @@ def workload_processes(q):
                 f"{100 * one['cpu_us'] / two['cpu_us']:.0f}% in CPU per request; "
                 f"{added} for the added child, "
                 f"each child {two['child_private_mb'] or 0:.0f} MB of its own (private memory)")
+            log(f"  {what}, cpu_affinity off: processes 2 at {100 * off['rps'] / one['rps']:.0f}% of processes 1 in "
+                f"throughput, {100 * one['cpu_us'] / off['cpu_us']:.0f}% in CPU per request")
             out.append({"workload": what, "rows": rows})
         finally:
             for run in runs:
@@ -2227,7 +2237,8 @@ def write_results(results, elapsed):
         w("")
     if results.get("processes"):
         w("## 10. processes 2 against processes 1\n")
-        w("Worker mode, 4 PHP threads (2 per child with `processes 2`), the same rounds visiting each in turn; "
+        w("Worker mode, 4 PHP threads (2 per child with `processes 2`, each child on a CPU of its own unless "
+          "`cpu_affinity off`), the same rounds visiting each in turn; "
           "CPU is the whole process tree's. Memory is the tree's once warm, every page its processes map counted "
           "once (the binary's code among them): the difference is what the added child costs (its own PHP, "
           "OPcache and APCu). The PSS beside it divides the pages both servers share between them, since they "
