@@ -21,6 +21,7 @@
 #                                no install test)
 #   PHP_WORKER_INSTALL_TEST=0    skips the install and image tests (=1, the default, builds what they need)
 #   PHP_WORKER_PHP82=0           skips the PHP 8.2 stage
+#   PHP_WORKER_E2E_JOBS=n        end-to-end test files run n at a time (default 2)
 #
 # Each stage's time is printed at the end.
 set -euo pipefail
@@ -74,10 +75,12 @@ install_test=${PHP_WORKER_INSTALL_TEST:-1}
 if [ $# -gt 0 ]; then install_test=0; fi            # a selection of tests
 if [ "$(id -u)" != 0 ]; then install_test=0; fi     # the chroot needs root
 php82=${PHP_WORKER_PHP82:-1}
+e2e_jobs=${PHP_WORKER_E2E_JOBS:-2}
 if [ $# -gt 0 ]; then php82=0; fi
 for v in "$install_test" "$php82"; do
 	[[ $v == [01] ]] || { echo "PHP_WORKER_INSTALL_TEST and PHP_WORKER_PHP82 must be 0 or 1" >&2; exit 2; }
 done
+[[ $e2e_jobs =~ ^[1-9][0-9]?$ ]] || { echo "PHP_WORKER_E2E_JOBS must be a number from 1 to 99" >&2; exit 2; }
 
 # Before 15 minutes of building: how the build picks PHP's source and what it says when
 # PHP is behind, which packages the image takes, and the smoke check's load generator
@@ -152,6 +155,7 @@ pip_install() { # module, then pip's requirement
 }
 python_modules() { # the end-to-end suite's Python modules
 	pip_install pytest pytest &&
+		pip_install xdist pytest-xdist==3.8.0 &&                    # the suite in two processes, a file at a time in each
 		pip_install opentelemetry.proto opentelemetry-proto==1.45.2 && # the OTLP messages test_traces.py decodes
 		pip_install aioquic aioquic==1.7.2 &&                          # the HTTP/3 tests' client (Debian's curl has none)
 		pip_install h2 h2==4.2.0 &&                                    # the security suite's HTTP/2 client
@@ -209,7 +213,10 @@ stage "waiting for the end-to-end suite's Python modules"
 wait_background python-modules
 
 stage "end to end (PHP $("$PHP_CONFIG" --version))"
-python3 -m pytest -q tests/e2e "$@"
+# Two processes, each running one file's tests at a time (pytest-xdist): the suite mostly
+# waits on servers, timers and sockets, so a second process halves its time on 2 cores.
+# Each has its own work folder and ports (tests/e2e/conftest.py).
+python3 -m pytest -q -n "$e2e_jobs" --dist loadfile tests/e2e "$@"
 
 stage "benchmark smoke check (every workload briefly, every server must answer correctly)"
 SKIP_BUILD=1 tests/bench/run.sh --quick
@@ -225,7 +232,7 @@ else
 	# The tests that build an extension (phpize) build it for the PHP this Caddy embeds:
 	# the -O1 build, which build82 left cached (its php-config, at once).
 	php82_config=$(env -u PHP_CONFIG -u PHP_PREFIX -u PHP PHP_WORKER_PHP_OPT=1 PHP_VERSION=8.2 scripts/build-php.sh)
-	PHP_CONFIG=$php82_config PHP_WORKER_CADDY=$PWD/target/php-8.2-tests/caddy python3 -m pytest -q tests/e2e/test_security.py tests/e2e/test_faults.py \
+	PHP_CONFIG=$php82_config PHP_WORKER_CADDY=$PWD/target/php-8.2-tests/caddy python3 -m pytest -q -n "$e2e_jobs" --dist loadfile tests/e2e/test_security.py tests/e2e/test_faults.py \
 		tests/e2e/test_survival.py tests/e2e/test_worker.py tests/e2e/test_reload.py tests/e2e/test_processes.py \
 		tests/e2e/test_cli.py tests/e2e/test_extensions.py tests/e2e/test_parity.py tests/e2e/test_debug.py \
 		tests/e2e/test_profile.py

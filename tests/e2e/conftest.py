@@ -21,7 +21,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CADDY = Path(os.environ.get("PHP_WORKER_CADDY") or REPO / "caddy")  # scripts/asan.sh points it at its ASan build
 APP = Path(__file__).resolve().parent / "app"
-WORK = REPO / "tests" / ".work"
+# tests/run.sh runs the suite in two processes (pytest-xdist, a file at a time in each):
+# each has a work folder of its own, since the same session fixtures start in both.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORK_ROOT = REPO / "tests" / ".work"
+WORK = WORK_ROOT / XDIST_WORKER if XDIST_WORKER else WORK_ROOT
 
 
 # The Laravel versions the Laravel tests run on: Debian 12's Laravel 8 (/usr/share/php,
@@ -74,18 +78,22 @@ BOOT_FAILED = "worker script failed before reaching frankenphp_handle_request();
 
 
 _HANDED_OUT = set()
+# (this process's remainder, the number of processes) under pytest-xdist; (0, 1) alone.
+_PORT_SHARES = (int(XDIST_WORKER[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) \
+    if XDIST_WORKER.startswith("gw") else (0, 1)
 
 
 def free_port():
     """A loopback port nobody listens on and that this run has not handed out before. The
     kernel may give the same free port to two calls in a row (a site and its admin port),
     and Caddy binds with SO_REUSEPORT, so both listeners would get it and split the
-    connections between them."""
+    connections between them. Under pytest-xdist each process takes ports of its own (by
+    port // 2, since Linux gives even ports to bind(0)), so two never hand out one port."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
+        if port not in _HANDED_OUT and port // 2 % _PORT_SHARES[1] == _PORT_SHARES[0]:
             _HANDED_OUT.add(port)
             return port
 

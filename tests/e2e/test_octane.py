@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CADDY, WORK, free_port, http_get, json_lines
+from conftest import CADDY, WORK_ROOT, XDIST_WORKER, free_port, http_get, json_lines
 
 LARAVEL = Path(__file__).resolve().parent / "laravel"
 
@@ -137,7 +137,9 @@ class Octane:
 @pytest.fixture
 def octane(laravel):
     version, root = laravel
-    base = WORK / f"octane-app{version}"  # as deep under the repository as tests/e2e/laravel
+    # As deep under the repository as tests/e2e/laravel, whose bootstrap reaches adapters/
+    # by a relative path: beside the work folders of the processes of a parallel run.
+    base = WORK_ROOT / f"octane-app{version}{'-' + XDIST_WORKER if XDIST_WORKER else ''}"
     shutil.rmtree(base, ignore_errors=True)
     shutil.copytree(LARAVEL, base, symlinks=True)
     (base / "Caddyfile").write_text(STUB)

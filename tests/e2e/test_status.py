@@ -1,6 +1,6 @@
 """The status page (php_worker_status on a site route), loaded in headless Chromium
 under load: what it shows must match /php_worker/threads and /php_worker/schedules on
-the admin API. A screenshot is kept as an artifact (tests/.work/status/status.png)."""
+the admin API. A screenshot is kept as an artifact (status.png in the server's work folder under tests/.work)."""
 import json
 import re
 import shutil
