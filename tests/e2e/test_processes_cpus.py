@@ -91,6 +91,10 @@ def test_cpu_affinity_off_and_its_change_on_a_reload(start_server, crashext, ser
     first = running_pids(srv)
     assert len(first) == 2 and all(one_set(pid) == server_cpus for pid in first)
     assert all(e.get("cpus") is None for e in srv.log_entries() if e.get("msg") == STARTED)
+    # A value it does not know is refused at load; the running children serve on.
+    status, body = srv.load(caddyfile(crashext, extra="\t\tcpu_affinity sometimes")(srv.port, srv.admin_port))
+    assert status == 400 and "cpu_affinity must be auto or off" in body, (status, body)
+    assert running_pids(srv) == first and srv.get("/w/sleep?ms=1").status == 200
     status, body = srv.load(caddyfile(crashext)(srv.port, srv.admin_port))
     assert status == 200, body
     assert eventually(lambda: len(running_pids(srv)) == 2 and not running_pids(srv) & first, timeout=30)
